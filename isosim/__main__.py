@@ -1,0 +1,3 @@
+from .cli import run_main
+
+run_main()

@@ -1,0 +1,71 @@
+"""Benchmarks behind ``isosim bench``: every figure is a ratio or rate measured in one run."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from . import kernels, kernels_ref
+from .config import Allocation, EvalConfig, SimConfig
+from .population import build_population
+from .simulate import _State, kernel_params, simulate
+
+
+def _time_steps(module, config: SimConfig, steps: int, seed: int = 0) -> float:
+    """Seconds per training step of ``module.train_steps`` from the reference policy."""
+    pop = build_population(config.population, config.model)
+    S = pop.train.problems.base_logits.shape[1]
+    r = pop.train.problems.features.shape[1]
+    fpar, ipar = kernel_params(config)
+    st = _State(pop, S, r)
+    args = st.kernel_args(pop.train, config, fpar, ipar)
+    module.train_steps(np.random.default_rng(seed), *args, 0, 2)  # compile / warm up
+    st = _State(pop, S, r)
+    args = st.kernel_args(pop.train, config, fpar, ipar)
+    t0 = time.perf_counter()
+    module.train_steps(np.random.default_rng(seed), *args, 0, steps)
+    return (time.perf_counter() - t0) / steps
+
+
+_MEMORY_PROBE = """
+import resource, json
+from isosim import SimConfig, simulate
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+simulate(SimConfig().replace(allocation={"n": 16, "b_problem": 32, "budget": 1e6}), 0)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"import_kb": before, "peak_kb": after}))
+"""
+
+
+def peak_memory_mb() -> tuple[float, float]:
+    """Peak resident memory (MB) of a fresh process running one default easy simulate, and after imports."""
+    out = subprocess.run([sys.executable, "-c", _MEMORY_PROBE], capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return res["peak_kb"] / 1024, res["import_kb"] / 1024
+
+
+def run_benchmarks(steps: int = 400) -> dict:
+    base = SimConfig().replace(allocation=Allocation(n=16, b_problem=32, steps=steps))
+    rollouts = 16 * 32
+    t_numba = _time_steps(kernels, base, steps)
+    t_numpy = _time_steps(kernels_ref, base, max(steps // 4, 20))
+    t8 = _time_steps(kernels, base.replace(allocation={"n": 8}), steps)
+    t2048 = _time_steps(kernels, base.replace(allocation={"n": 2048}), steps)
+    peak, imported = peak_memory_mb()
+    ev = EvalConfig(n_evals=12)
+    rows = [len(simulate(base.replace(allocation={"steps": m}, eval=ev), 0).table) for m in (1000, 10000)]
+    return {
+        "numba_rollouts_per_s": rollouts / t_numba,
+        "numpy_rollouts_per_s": rollouts / t_numpy,
+        "speedup": t_numpy / t_numba,
+        "step_cost_ratio_n2048_n8": t2048 / t8,
+        "step_seconds_n8": t8,
+        "step_seconds_n2048": t2048,
+        "simulate_peak_rss_mb": peak,
+        "import_rss_mb": imported,
+        "trace_rows_m1000": rows[0],
+        "trace_rows_m10000": rows[1],
+    }

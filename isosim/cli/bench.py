@@ -1,0 +1,30 @@
+"""``isosim bench``: throughput of the kernels, reported as ratios measured in one run."""
+from __future__ import annotations
+
+import argparse
+
+from ._options import print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmark the simulation kernels (ratios measured in one run)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--steps", type=int, default=400, help="training steps timed per measurement")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bench import run_benchmarks
+
+    res = run_benchmarks(steps=args.steps)
+    if args.json:
+        print_json(res)
+        return 0
+    print("isosim benchmark (default easy config: strategies model, 6000 + 300 problems, B_problem = 32)")
+    print(f"  numba kernel:  {res['numba_rollouts_per_s']:>14,.0f} rollouts/s  (n = 16)")
+    print(f"  numpy twin:    {res['numpy_rollouts_per_s']:>14,.0f} rollouts/s  (n = 16)")
+    print(f"  speed-up:      {res['speedup']:>14.1f}x   (target >= 30x)")
+    print(f"  step time n=2048 / n=8: {res['step_cost_ratio_n2048_n8']:.2f}   (target <= 1.5)")
+    print(f"  peak memory of one simulate: {res['simulate_peak_rss_mb']:.0f} MB (target < 300 MB)")
+    print(f"  trace rows at M=1000 vs M=10000 (same n_evals): {res['trace_rows_m1000']} vs {res['trace_rows_m10000']}")
+    return 0

@@ -1,0 +1,75 @@
+"""``isosim simulate``: one run of a surrogate, as a table, a file or JSON."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import IsosimInputError
+from ._options import add_config_options, config_from_args, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="run one GRPO simulation and print or save its trace",
+                       description="Run one GRPO simulation of a surrogate policy.")
+    p.add_argument("--seed", type=int, default=0, help="training seed (the data seed is --data-seed)")
+    p.add_argument("--out", metavar="FILE", help="write the trace to FILE (.parquet or .csv)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_config_options(p)
+    p.set_defaults(func=run)
+
+
+def summary(trace) -> dict:
+    t = trace.table
+    last = t[t["step"] == t["step"].max()].iloc[0]
+    return {
+        "config_id": trace.config.config_id(),
+        "steps": int(last["step"]),
+        "compute_rollouts": int(last["compute_rollouts"]),
+        "compute_tokens": float(last["compute_tokens"]),
+        "final": {split: trace.final(split) for split in t["split"].unique()},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..simulate import simulate
+
+    cfg = config_from_args(args)
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix not in (".parquet", ".csv"):
+        raise IsosimInputError(f"--out must end in .parquet or .csv, got {out.name}")
+    trace = simulate(cfg, args.seed)
+    if out is not None:
+        write_trace(trace, out)
+    info = summary(trace)
+    if args.json:
+        print_json(info)
+        return 0
+    print(f"config {info['config_id']}: {info['steps']} steps, {info['compute_rollouts']:,} rollouts "
+          f"(n={cfg.allocation.n}, B_problem={cfg.allocation.b_problem}, model={cfg.model.kind}, "
+          f"preset={cfg.population.preset})")
+    metrics = [m for m in info["final"]["val"] if "@" in m]
+    print(f"{'split':<12}" + "".join(f"{m:>12}" for m in metrics))
+    for split, vals in info["final"].items():
+        print(f"{split:<12}" + "".join(f"{vals.get(m, float('nan')):>12.4f}" for m in metrics))
+    if out is not None:
+        print(f"trace written to {out}")
+    return 0
+
+
+def write_trace(trace, out: Path) -> None:
+    """Write the trace table (and snapshots beside it, if any) atomically."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    if out.suffix == ".parquet":
+        trace.table.to_parquet(tmp, index=False)
+    else:
+        trace.table.to_csv(tmp, index=False)
+    tmp.replace(out)
+    if len(trace.snapshots):
+        snap = out.with_name(out.stem + ".snapshots" + out.suffix)
+        tmp = snap.with_name(snap.name + ".tmp")
+        if out.suffix == ".parquet":
+            trace.snapshots.to_parquet(tmp, index=False)
+        else:
+            trace.snapshots.to_csv(tmp, index=False)
+        tmp.replace(snap)

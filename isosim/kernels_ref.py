@@ -1,0 +1,138 @@
+"""Plain NumPy twins of :mod:`isosim.kernels`, vectorised over the batch.
+
+Same arguments, same math, same random draws in the same order; used by the tests
+(kernel == twin) and by ``isosim bench`` (the speed-up of the Numba kernel).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels import (ADV_DRGRPO, ADV_GRPO, C_ADAM_T, C_GROUPS, C_TOKENS, C_ZERO_VAR, F_AEPS, F_B1, F_B2, F_BS,
+                      F_ENT, F_KL, F_LR, F_STD_EPS, F_US, F_VS, F_WD, I_ADV, I_BP, I_FILTER, I_N, I_NEST, I_OPT,
+                      I_WARMUP, OPT_ADAM, OPT_ADAMW, OPT_SGD)
+
+
+def _softmax(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mx = logits.max(axis=1, keepdims=True)
+    w = np.exp(logits - mx)
+    tot = w.sum(axis=1, keepdims=True)
+    return w / tot, logits - (mx + np.log(tot))
+
+
+def multinomial(rng: np.random.Generator, pi: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+    """Multinomial counts of each row of ``pi``, visiting types in ``order`` (rows aligned)."""
+    B, S = pi.shape
+    ps = np.take_along_axis(pi, order, axis=1)
+    tail = np.cumsum(ps[:, ::-1], axis=1)[:, ::-1]
+    q = np.clip(np.divide(ps, tail, out=np.zeros_like(ps), where=tail > 0), 0.0, 1.0)
+    sorted_counts = np.zeros((B, S), dtype=np.int64)
+    rem = np.full(B, n, dtype=np.int64)
+    for j in range(S - 1):
+        if not rem.any():
+            break
+        sorted_counts[:, j] = rng.binomial(rem, q[:, j])
+        rem -= sorted_counts[:, j]
+    sorted_counts[:, S - 1] += rem
+    out = np.empty_like(sorted_counts)
+    np.put_along_axis(out, order, sorted_counts, axis=1)
+    return out
+
+
+def _adam(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
+    if opt == OPT_ADAM and wd > 0:
+        g = g - wd * x
+    if opt == OPT_ADAMW and wd > 0:
+        x -= lr * wd * x
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * g * g
+    t = np.asarray(t, float)
+    bc1 = 1 - b1**t
+    bc2 = 1 - b2**t
+    x += lr * (m / bc1) / (np.sqrt(v / bc2) + eps)
+
+
+def train_steps(rng, L0, Z, Y, order, lengths, mask, beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U,
+                perm, cursor, counters, fpar, ipar, step0, n_steps):
+    D, S = L0.shape
+    n, n_est, Bp = int(ipar[I_N]), int(ipar[I_NEST]), int(ipar[I_BP])
+    adv, opt, zfilter, warmup = ipar[I_ADV], ipar[I_OPT], ipar[I_FILTER], ipar[I_WARMUP]
+    bs, vs, us, kl, ent = fpar[F_BS], fpar[F_VS], fpar[F_US], fpar[F_KL], fpar[F_ENT]
+    b1, b2, aeps, wd = fpar[F_B1], fpar[F_B2], fpar[F_AEPS], fpar[F_WD]
+    for t in range(step0, step0 + n_steps):
+        lr = fpar[F_LR] * ((t + 1) / warmup if warmup > 0 and t + 1 < warmup else 1.0)
+        idx = np.empty(Bp, dtype=np.int64)
+        for b in range(Bp):
+            if cursor[0] == D:
+                rng.shuffle(perm)
+                cursor[0] = 0
+            idx[b] = perm[cursor[0]]
+            cursor[0] += 1
+        logits = L0[idx] + bs * beta[None, :] + vs * (Z[idx] @ V) + us * U[idx]
+        pi, logpi = _softmax(logits)
+        ct = multinomial(rng, pi, order[idx], n)
+        ce = multinomial(rng, pi, order[idx], n_est - n) if n_est > n else np.zeros_like(ct)
+        y = Y[idx]
+        c_tot = ((ct + ce) * y).sum(axis=1)
+        counters[C_TOKENS] += float(np.sum(n_est * lengths[idx]))
+        counters[C_GROUPS] += Bp
+        zero_var = (c_tot == 0) | (c_tot == n_est)
+        counters[C_ZERO_VAR] += zero_var.sum()
+        rbar = (c_tot / n_est)[:, None]
+        if adv == ADV_GRPO:
+            a = (y - rbar) / (np.sqrt(rbar * (1 - rbar)) + fpar[F_STD_EPS])
+        elif adv == ADV_DRGRPO:
+            a = y - rbar
+        else:
+            a = y - (c_tot[:, None] - y) / (n_est - 1)
+        G = ct * a / n
+        G -= pi * G.sum(axis=1, keepdims=True)
+        denom = Bp
+        if zfilter:
+            denom = int((~zero_var).sum())
+            if denom == 0:
+                continue
+        G /= denom
+        if kl > 0 or ent > 0:
+            _, logref = _softmax(L0[idx])
+            klv = (pi * (logpi - logref)).sum(axis=1, keepdims=True)
+            h = -(pi * logpi).sum(axis=1, keepdims=True)
+            G += (-kl * pi * (logpi - logref - klv) + ent * (-pi * (logpi + h))) / Bp
+        counters[C_ADAM_T] += 1
+        tglob = counters[C_ADAM_T]
+        if bs > 0:
+            gb = bs * G.sum(axis=0) * mask
+            if opt == OPT_SGD:
+                beta += lr * (gb - wd * beta)
+            else:
+                _adam(beta, m_beta, v_beta, gb, lr, b1, b2, aeps, wd, tglob, opt)
+        if vs > 0 and Z.shape[1] > 0:
+            gv = vs * (Z[idx].T @ G) * mask[None, :]
+            if opt == OPT_SGD:
+                V += lr * (gv - wd * V)
+            else:
+                _adam(V, m_V, v_V, gv, lr, b1, b2, aeps, wd, tglob, opt)
+        if us > 0:
+            rows, inv = np.unique(idx, return_inverse=True)
+            gu = np.zeros((len(rows), S))
+            np.add.at(gu, inv, G)
+            gu *= us * mask[None, :]
+            if opt == OPT_SGD:
+                U[rows] += lr * (gu - wd * U[rows])
+            else:
+                t_U[rows] += 1
+                x, m, v = U[rows], m_U[rows], v_U[rows]
+                _adam(x, m, v, gu, lr, b1, b2, aeps, wd, t_U[rows][:, None], opt)
+                U[rows], m_U[rows], v_U[rows] = x, m, v
+
+
+def evaluate(L0, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
+    logits = L0 + bs * beta[None, :] + vs * (Z @ V)
+    if use_u:
+        logits = logits + us * U
+    pi, logpi = _softmax(logits)
+    _, logref = _softmax(L0)
+    p_out[:] = np.clip((pi * Y).sum(axis=1), 0, 1)
+    h_out[:] = np.maximum(-(pi * logpi).sum(axis=1), 0)
+    kl_out[:] = np.maximum((pi * (logpi - logref)).sum(axis=1), 0)

@@ -1,0 +1,25 @@
+"""Tabular model: ``z_i = b_i + u_i``, ``p_i = sigmoid(z_i)``, ``b_i ~ N(logit_mean, logit_std^2)``.
+
+Every problem has its own parameter and nothing is shared: no transfer, no
+interference. It is the theory's null model, in which sequential steps beat
+parallel samples and the compute-optimal n stays small.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import ModelConfig
+from . import PathScales, Problems, two_outcome
+
+
+def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
+    return {}
+
+
+def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> Problems:
+    z = rng.normal(cfg.logit_mean, cfg.logit_std, size)
+    return two_outcome(z, np.zeros((size, 0)))
+
+
+def path_scales(cfg: ModelConfig) -> PathScales:
+    return PathScales(beta=0.0, v=0.0, u=1.0)

@@ -1,0 +1,203 @@
+"""``simulate(config, seed) -> Trace``: one GRPO run of a surrogate policy.
+
+The run alternates Numba training chunks (:func:`isosim.kernels.train_steps`) with
+exact evaluations of every train and validation problem, at log-spaced steps, so a
+trace grows with the number of evaluations, not with steps or rollouts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import kernels
+from .config import SimConfig
+from .metrics import estimated_metric, exact_metric
+from .models import learn_mask, model_module
+from .population import Population, ProblemSet, build_population
+
+TRACE_COLUMNS = ["config_id", "seed", "step", "compute_rollouts", "compute_tokens", "split", "metric", "value"]
+_ADV = {"grpo": kernels.ADV_GRPO, "drgrpo": kernels.ADV_DRGRPO, "rloo": kernels.ADV_RLOO}
+_OPT = {"sgd": kernels.OPT_SGD, "adam": kernels.OPT_ADAM, "adamw": kernels.OPT_ADAMW}
+
+
+@dataclass
+class Trace:
+    """A tidy table of one run, plus per-problem pass-rate snapshots.
+
+    ``table`` columns: config_id, seed, step, compute_rollouts, compute_tokens, split
+    (``train``, ``val`` and, for mixtures, ``val/<band>``), metric (``avg@k``,
+    ``best@k``, ``worst@k``, ``entropy``, ``kl``, ``zero_var_frac``, and
+    ``<metric>:sampled`` estimates when asked), value. ``snapshots`` columns: step,
+    split, problem, pass_rate.
+    """
+
+    config: SimConfig
+    seed: int
+    table: pd.DataFrame
+    snapshots: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["step", "split", "problem", "pass_rate"]))
+
+    @property
+    def steps(self) -> int:
+        return int(self.table["step"].max())
+
+    def final(self, split: str = "val") -> dict[str, float]:
+        """Metrics at the last evaluated step of ``split``."""
+        t = self.table
+        last = t[(t["split"] == split) & (t["step"] == t["step"].max())]
+        return {m: float(v) for m, v in zip(last["metric"], last["value"])}
+
+    def curve(self, metric: str, split: str = "val") -> pd.DataFrame:
+        t = self.table
+        return t[(t["split"] == split) & (t["metric"] == metric)].reset_index(drop=True)
+
+    def wide(self) -> pd.DataFrame:
+        """One row per (step, split), one column per metric."""
+        return self.table.pivot_table(index=["step", "compute_rollouts", "compute_tokens", "split"],
+                                      columns="metric", values="value").reset_index()
+
+
+def eval_steps(total: int, cfg_eval, extra: tuple[int, ...] = ()) -> np.ndarray:
+    """Steps at which to evaluate: 0, ``n_evals`` log-spaced steps up to ``total``, and the last."""
+    if cfg_eval.every:
+        steps = set(range(0, total + 1, cfg_eval.every))
+    else:
+        steps = set(np.unique(np.round(np.geomspace(1, total, cfg_eval.n_evals)).astype(int)).tolist())
+    steps |= {0, total}
+    steps |= {s for s in extra if s <= total}
+    return np.array(sorted(steps), dtype=np.int64)
+
+
+class _State:
+    """Learned parameters and optimiser state, all zero at the reference policy."""
+
+    def __init__(self, pop: Population, S: int, r: int):
+        D = len(pop.train)
+        self.beta, self.m_beta, self.v_beta = (np.zeros(S) for _ in range(3))
+        self.V, self.m_V, self.v_V = (np.zeros((r, S)) for _ in range(3))
+        self.U, self.m_U, self.v_U = (np.zeros((D, S)) for _ in range(3))
+        self.t_U = np.zeros(D, dtype=np.int64)
+        self.perm = np.arange(D, dtype=np.int64)
+        self.cursor = np.array([D], dtype=np.int64)
+        self.counters = np.zeros(4)
+
+    def kernel_args(self, train: ProblemSet, config: SimConfig, fpar: np.ndarray, ipar: np.ndarray) -> tuple:
+        """Arguments of ``train_steps`` between the generator and the step range."""
+        tp = train.problems
+        return (tp.base_logits, tp.features, tp.rewards, sampling_order(tp.base_logits), train.lengths,
+                learn_mask(config.model), self.beta, self.V, self.U, self.m_beta, self.v_beta, self.m_V, self.v_V,
+                self.m_U, self.v_U, self.t_U, self.perm, self.cursor, self.counters, fpar, ipar)
+
+
+def sampling_order(base_logits: np.ndarray) -> np.ndarray:
+    """Each problem's response types by decreasing base probability (stable sort)."""
+    return np.argsort(-base_logits, axis=1, kind="stable")
+
+
+def kernel_params(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The float and integer hyper-parameter vectors the kernels take."""
+    a, al, m = config.algo, config.allocation, config.model
+    sc = model_module(m).path_scales(m)
+    n_est = max(al.n, a.baseline_n)
+    wd = a.weight_decay
+    fpar = np.array([a.lr_at(al.n * al.b_problem), sc.beta, sc.v, sc.u, a.std_eps, a.kl_coef, a.entropy_coef,
+                     a.beta1, a.beta2, a.adam_eps, wd])
+    ipar = np.array([al.n, n_est, al.b_problem, _ADV[a.advantage], _OPT[a.optimizer], int(a.zero_var_filter),
+                     a.warmup], dtype=np.int64)
+    return fpar, ipar
+
+
+def simulate(config: SimConfig, seed: int = 0, *, population: Population | None = None,
+             backend: str = "numba") -> Trace:
+    """Train the surrogate with GRPO under ``config`` and return its :class:`Trace`.
+
+    ``backend="numpy"`` runs the plain NumPy twin of the kernels (same numbers,
+    slower); it exists for tests and benchmarks.
+    """
+    config.validate()
+    if backend == "numba":
+        k = kernels
+    elif backend == "numpy":
+        from . import kernels_ref as k
+    else:
+        raise ValueError(f"unknown backend {backend!r}")
+    pop = population if population is not None else build_population(config.population, config.model)
+    train, val = pop.train, pop.val
+    S = train.problems.base_logits.shape[1]
+    r = train.problems.features.shape[1]
+    st = _State(pop, S, r)
+    fpar, ipar = kernel_params(config)
+    total = config.allocation.resolved_steps(config.algo)
+    per_step = config.allocation.rollouts_per_step(config.algo)
+    ev = config.eval
+    snaps = set(s for s in ev.snapshot_steps if s <= total)
+    schedule = eval_steps(total, ev, tuple(snaps))
+    train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence([seed, 0x1505]).spawn(2))
+    cid = config.config_id()
+    splits = _splits(train, val)
+    rows: list[tuple] = []
+    snap_rows: list[pd.DataFrame] = []
+    done = 0
+    last_groups = last_zero = 0.0
+    state_args = st.kernel_args(train, config, fpar, ipar)
+    for step in schedule:
+        if step > done:
+            k.train_steps(train_rng, *state_args, int(done), int(step - done))
+            done = int(step)
+        compute = (int(step) * per_step, float(st.counters[kernels.C_TOKENS]))
+        evals = {}
+        for name, ps, use_u in (("train", train, True), ("val", val, False)):
+            evals[name] = _evaluate(k, ps, st, fpar, use_u)
+        for split, (src, sel) in splits.items():
+            p, h, kl = (x[sel] for x in evals[src])
+            for metric, value in _metrics(p, h, kl, ev, eval_rng):
+                rows.append((cid, seed, int(step), *compute, split, metric, value))
+        groups = st.counters[kernels.C_GROUPS] - last_groups
+        if groups > 0:
+            zero = st.counters[kernels.C_ZERO_VAR] - last_zero
+            rows.append((cid, seed, int(step), *compute, "train", "zero_var_frac", zero / groups))
+        last_groups, last_zero = st.counters[kernels.C_GROUPS], st.counters[kernels.C_ZERO_VAR]
+        if int(step) in snaps:
+            for name in ("train", "val"):
+                p = evals[name][0]
+                snap_rows.append(pd.DataFrame({"step": int(step), "split": name, "problem": np.arange(len(p)),
+                                               "pass_rate": p}))
+    table = pd.DataFrame(rows, columns=TRACE_COLUMNS)
+    table["compute_rollouts"] = table["compute_rollouts"].astype(np.int64)
+    trace = Trace(config=config, seed=seed, table=table)
+    if snap_rows:
+        trace.snapshots = pd.concat(snap_rows, ignore_index=True)
+    return trace
+
+
+def _splits(train: ProblemSet, val: ProblemSet) -> dict[str, tuple[str, np.ndarray]]:
+    out = {"train": ("train", np.arange(len(train))), "val": ("val", np.arange(len(val)))}
+    bands = list(dict.fromkeys(val.band.tolist()))
+    if len(bands) > 1:
+        for band in bands:
+            out[f"val/{band}"] = ("val", np.flatnonzero(val.band == band))
+    return out
+
+
+def _evaluate(k, ps: ProblemSet, st: _State, fpar: np.ndarray, use_u: bool):
+    pr = ps.problems
+    N = len(pr)
+    p, h, kl = np.empty(N), np.empty(N), np.empty(N)
+    U = st.U if use_u else np.zeros((1, pr.base_logits.shape[1]))
+    k.evaluate(pr.base_logits, pr.features, pr.rewards, st.beta, st.V, U, use_u,
+               fpar[kernels.F_BS], fpar[kernels.F_VS], fpar[kernels.F_US], p, h, kl)
+    return p, h, kl
+
+
+def _metrics(p, h, kl, ev, rng):
+    for k in ev.ks:
+        for kind in ("avg", "best", "worst"):
+            yield f"{kind}@{k}", float(np.mean(exact_metric(p, kind, k)))
+    yield "entropy", float(np.mean(h))
+    yield "kl", float(np.mean(kl))
+    if ev.sampled:
+        c = rng.binomial(ev.sampled, p)
+        for k in ev.ks:
+            for kind in ("avg", "best", "worst"):
+                yield f"{kind}@{k}:sampled", float(np.mean(estimated_metric(c, ev.sampled, kind, k)))
