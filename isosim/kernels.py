@@ -39,7 +39,7 @@ I_N, I_NEST, I_BP, I_ADV, I_OPT, I_FILTER, I_WARMUP = range(7)
 C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T = range(4)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out):
     S = L0.shape[1]
     r = Z.shape[1]
@@ -53,7 +53,7 @@ def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out):
         out[s] = x
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _softmax_row(logits, pi, logpi):
     S = logits.shape[0]
     mx = logits[0]
@@ -70,7 +70,7 @@ def _softmax_row(logits, pi, logpi):
         logpi[s] = logits[s] - lz
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _multinomial(rng, pi, order, idx, n, out):
     """Counts of ``n`` draws from each row of ``pi`` as conditional binomials.
 
@@ -110,7 +110,7 @@ def _multinomial(rng, pi, order, idx, n, out):
         out[b, order[idx[b], S - 1]] += rem[b]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def advantage(r, c_tot, n_est, adv, std_eps):
     """Advantage of a rollout with reward ``r`` in a group with ``c_tot`` correct of ``n_est``."""
     rbar = c_tot / n_est
@@ -121,7 +121,7 @@ def advantage(r, c_tot, n_est, adv, std_eps):
     return r - (c_tot - r) / (n_est - 1)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _group_grad(pi, y, counts, n, n_est, c_tot, adv, std_eps, out):
     """Logit gradient of one group: ``(1/n) sum_s c_s A_s (e_s - pi)``."""
     S = pi.shape[0]
@@ -133,7 +133,7 @@ def _group_grad(pi, y, counts, n, n_est, c_tot, adv, std_eps, out):
         out[s] -= pi[s] * wsum
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _adam_dense(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
     bc1 = 1.0 - b1**t
     bc2 = 1.0 - b2**t
@@ -148,13 +148,13 @@ def _adam_dense(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
         x[j] += lr * (m[j] / bc1) / (math.sqrt(v[j] / bc2) + eps)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sgd_dense(x, g, lr, wd):
     for j in range(x.shape[0]):
         x[j] += lr * (g[j] - wd * x[j])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def train_steps(rng, L0, Z, Y, order, lengths, mask, beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U,
                 perm, cursor, counters, fpar, ipar, step0, n_steps):
     """Run ``n_steps`` GRPO steps from global step ``step0``, updating the state in place."""
@@ -293,7 +293,7 @@ def train_steps(rng, L0, Z, Y, order, lengths, mask, beta, V, U, m_beta, v_beta,
                     _adam_dense(U[i], m_U[i], v_U[i], gbeta, lr, b1, b2, aeps, wd, t_U[i], opt)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def evaluate(L0, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
     """Exact pass rate, entropy and KL to the reference policy of every problem."""
     N, S = L0.shape

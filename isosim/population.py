@@ -21,7 +21,7 @@ from .models import Problems, model_module
 
 #: at most this many generator draws are spent looking for one band
 MAX_POOL = 5_000_000
-_CHUNK = 50_000
+_CHUNK = 10_000
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,10 @@ def load_pass_rates(path: str | Path) -> np.ndarray:
         if path.suffix in (".parquet", ".pq"):
             df = pd.read_parquet(path)
         else:
-            df = pd.read_csv(path, sep=None, engine="python")
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                header = fh.readline()
+            sep = next((d for d in (",", "\t", ";") if d in header), ",")
+            df = pd.read_csv(path, sep=sep)
             if len(df.columns) == 1 and _is_number(df.columns[0]):
                 df = pd.read_csv(path, header=None, names=["pass_rate"])
     except IsosimInputError:

@@ -1,0 +1,14 @@
+import pytest
+
+from isosim import AlgoConfig, Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig
+
+
+@pytest.fixture(scope="session")
+def small_cfg() -> SimConfig:
+    """A small, fast strategies config (512 + 64 problems, exact band measurement)."""
+    return SimConfig(
+        population=PopulationConfig(preset="easy", train_size=512, val_size=64, measure="exact"),
+        model=ModelConfig(n_strategies=16, rank=4),
+        allocation=Allocation(n=8, b_problem=16, steps=60),
+        eval=EvalConfig(n_evals=6),
+    )

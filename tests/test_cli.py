@@ -1,0 +1,85 @@
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from isosim.cli import main
+
+FAST = ["--train-size", "300", "--val-size", "30", "--n-strategies", "16", "--rank", "4", "--measure", "exact"]
+
+
+def test_simulate_json(capsys):
+    assert main(["simulate", "--n", "8", "--b-problem", "16", "--budget", "4096", "--json", *FAST]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"config_id", "steps", "compute_rollouts", "final"}
+    assert out["steps"] == 32 and out["compute_rollouts"] == 4096
+    assert {"avg@4", "best@4", "worst@4"} <= set(out["final"]["val"]) and "train" in out["final"]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_simulate_writes_trace(tmp_path, capsys, suffix):
+    out = tmp_path / f"trace{suffix}"
+    assert main(["simulate", "--steps", "10", "--out", str(out), "--snapshot-steps", "0,10", *FAST]) == 0
+    df = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)
+    assert list(df.columns) == ["config_id", "seed", "step", "compute_rollouts", "compute_tokens", "split",
+                                "metric", "value"]
+    snaps = out.with_name("trace.snapshots" + suffix)
+    assert snaps.exists()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_simulate_from_config_file(tmp_path, capsys):
+    from isosim import SimConfig
+
+    cfg = SimConfig().replace(allocation={"n": 4, "b_problem": 8, "steps": 5, "budget": 0.0},
+                              population={"train_size": 100, "val_size": 10, "measure": "exact"},
+                              model={"kind": "tabular"})
+    path = tmp_path / "c.toml"
+    path.write_text(cfg.to_toml())
+    assert main(["simulate", "--config", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config_id"] == cfg.config_id()
+
+
+def _run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "isosim", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["simulate", "--n", "0", "--budget", "1e5"], "n must be"),
+    (["simulate", "--budget", "100"], "smaller than one step"),
+    (["simulate", "--b-problem", "7000", "--budget", "1e7"], "exceeds the training set"),
+    (["simulate", "--n", "abc"], "expected an integer"),
+    (["simulate", "--preset", "medium", "--budget", "1e5"], "unknown preset"),
+    (["simulate", "--pass-rates", "missing.csv", "--budget", "1e5"], "cannot read"),
+])
+def test_bad_input_one_line_exit_2(args, message):
+    r = _run_cli(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("content, message", [("pass_rate\n0.5\n1.3\n", "outside [0, 1]"),
+                                              ("pass_rate\n0.5\nNaN\n", "not a finite number"),
+                                              ("a;b;c\n\"unclosed\n", "")])
+def test_bad_pass_rate_file_exit_2(tmp_path, content, message):
+    f = tmp_path / "rates.csv"
+    f.write_text(content)
+    r = _run_cli("simulate", "--pass-rates", str(f), "--budget", "1e5")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
+    assert f.read_text() == content  # nothing stored is touched
+
+
+def test_python_dash_m_and_help():
+    r = _run_cli("--help")
+    assert r.returncode == 0 and "simulate" in r.stdout and "reproduce" in r.stdout
+
+
+def test_bench_json_reports_ratios(capsys):
+    assert main(["bench", "--json", "--steps", "40"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    for key in ("numba_rollouts_per_s", "numpy_rollouts_per_s", "speedup", "step_cost_ratio_n2048_n8"):
+        assert res[key] > 0
+    assert res["trace_rows_m1000"] == res["trace_rows_m10000"]

@@ -1,0 +1,101 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from isosim import IsosimInputError, ModelConfig, PopulationConfig, build_population, load_pass_rates
+from isosim.population import population_from_pass_rates
+
+SMALL = dict(train_size=300, val_size=50)
+
+
+@pytest.mark.parametrize("kind", ["strategies", "features", "tabular"])
+@pytest.mark.parametrize("band, lo, hi", [("easy", 0.3, 0.6), ("hard", 0.0, 0.0625), ("very-easy", 0.6, 0.9)])
+def test_exact_bands(kind, band, lo, hi):
+    pop = build_population(PopulationConfig(preset=band, measure="exact", **SMALL), ModelConfig(kind=kind))
+    for ps in (pop.train, pop.val):
+        p = ps.base_pass
+        assert np.all((p >= lo) & (p <= hi))
+    assert len(pop.train) == 300 and len(pop.val) == 50
+
+
+def test_sampled_measurement_is_avg16_and_leaks_like_the_study():
+    pop = build_population(PopulationConfig(preset="easy", **SMALL), ModelConfig())
+    p = pop.train.base_pass
+    # measured avg@16 in [0.3, 0.6] admits true pass rates outside the band, but not far outside
+    assert 0.2 < p.mean() < 0.6
+    assert np.mean((p >= 0.3) & (p <= 0.6)) > 0.4
+
+
+def test_extremely_hard_has_no_success_in_128_samples_on_average():
+    pop = build_population(PopulationConfig(preset="extremely-hard", **SMALL), ModelConfig())
+    p = pop.train.base_pass
+    assert np.mean((1 - p) ** 128) > 0.5
+    assert p.max() < 0.1
+
+
+def test_validation_problems_are_fresh_draws():
+    pop = build_population(PopulationConfig(preset="easy", **SMALL), ModelConfig())
+    tr = {tuple(np.round(r, 12)) for r in pop.train.problems.base_logits}
+    assert not any(tuple(np.round(r, 12)) in tr for r in pop.val.problems.base_logits)
+
+
+def test_mixture_proportions_and_labels():
+    cfg = PopulationConfig(preset="mixture", mixture_weights=(("hard", 0.5), ("easy", 0.25), ("very-easy", 0.25)),
+                           train_size=400, val_size=40, measure="exact")
+    pop = build_population(cfg, ModelConfig())
+    bands, counts = np.unique(pop.train.band.astype(str), return_counts=True)
+    assert dict(zip(bands, counts)) == {"hard": 200, "easy": 100, "very-easy": 100}
+    assert np.all(pop.train.base_pass[pop.train.band == "hard"] <= 0.0625)
+
+
+def test_population_is_deterministic_per_data_seed():
+    a = build_population(PopulationConfig(preset="hard", **SMALL), ModelConfig())
+    b = build_population(PopulationConfig(preset="hard", seed=1, **SMALL), ModelConfig())
+    assert not np.allclose(a.train.base_pass, b.train.base_pass)
+    from isosim.population import _build_cached
+
+    _build_cached.cache_clear()
+    c = build_population(PopulationConfig(preset="hard", **SMALL), ModelConfig())
+    np.testing.assert_array_equal(a.train.base_pass, c.train.base_pass)
+
+
+@pytest.mark.parametrize("kind", ["strategies", "features", "tabular"])
+def test_population_from_pass_rates_is_exact(kind):
+    target = np.array([0.02, 0.1, 0.45, 0.9, 0.999])
+    pop = population_from_pass_rates(target, model=ModelConfig(kind=kind))
+    np.testing.assert_allclose(pop.train.base_pass, target, rtol=1e-9)
+
+
+def test_load_pass_rates_formats(tmp_path):
+    (tmp_path / "a.csv").write_text("problem,avg@16\n1,0.25\n2,0.5\n")
+    np.testing.assert_allclose(load_pass_rates(tmp_path / "a.csv"), [0.25, 0.5])
+    (tmp_path / "b.csv").write_text("correct,samples\n3,16\n0,8\n")
+    np.testing.assert_allclose(load_pass_rates(tmp_path / "b.csv"), [3 / 16, 0.0])
+    (tmp_path / "c.txt").write_text("0.1\n0.2\n0.3\n")
+    np.testing.assert_allclose(load_pass_rates(tmp_path / "c.txt"), [0.1, 0.2, 0.3])
+    pd.DataFrame({"pass_rate": [0.3, 0.7]}).to_parquet(tmp_path / "d.parquet")
+    np.testing.assert_allclose(load_pass_rates(tmp_path / "d.parquet"), [0.3, 0.7])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("pass_rate\n0.2\n1.3\n", "outside"),
+    ("pass_rate\n0.2\nnan\n", "not a finite number"),
+    ("pass_rate\n0.2\nabc\n", "not a finite number"),
+    ("correct,samples\n5,4\n", "counts must be"),
+    ("foo,bar\n1,2\n", "expected a 'pass_rate'"),
+    ("pass_rate\n", "no problems"),
+])
+def test_load_pass_rates_errors(tmp_path, text, message):
+    f = tmp_path / "bad.csv"
+    f.write_text(text)
+    with pytest.raises(IsosimInputError, match=message):
+        load_pass_rates(f)
+
+
+def test_file_population(tmp_path):
+    f = tmp_path / "rates.csv"
+    rates = np.linspace(0.05, 0.95, 50)
+    pd.DataFrame({"pass_rate": rates}).to_csv(f, index=False)
+    pop = build_population(PopulationConfig(preset="file", path=str(f), val_size=30), ModelConfig())
+    np.testing.assert_allclose(np.sort(pop.train.base_pass), rates, rtol=1e-9)
+    assert len(pop.val) == 30 and np.all(np.isin(np.round(pop.val.base_pass, 9), np.round(rates, 9)))
