@@ -226,6 +226,7 @@ class EvalConfig:
     ks: tuple[int, ...] = (1, 4)
     n_evals: int = 24
     every: int = 0
+    at_steps: tuple[int, ...] = ()  # extra evaluation steps (e.g. the M values of a Q2 sweep)
     snapshot_steps: tuple[int, ...] = ()
     sampled: int = 0  # > 0: also unbiased estimates from this many samples per problem
 
@@ -233,7 +234,7 @@ class EvalConfig:
         _check(len(self.ks) > 0 and all(isinstance(k, int) and k >= 1 for k in self.ks), "ks must be integers >= 1")
         _check(self.n_evals >= 1, "n_evals must be >= 1")
         _check(self.every >= 0, "every must be >= 0")
-        _check(all(s >= 0 for s in self.snapshot_steps), "snapshot steps must be >= 0")
+        _check(all(s >= 0 for s in self.snapshot_steps + self.at_steps), "evaluation steps must be >= 0")
         if self.sampled:
             _check(self.sampled >= max(self.ks), f"sampled estimates need at least max(ks) = {max(self.ks)} samples")
 

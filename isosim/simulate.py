@@ -132,7 +132,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
     per_step = config.allocation.rollouts_per_step(config.algo)
     ev = config.eval
     snaps = set(s for s in ev.snapshot_steps if s <= total)
-    schedule = eval_steps(total, ev, tuple(snaps))
+    schedule = eval_steps(total, ev, tuple(snaps) + tuple(ev.at_steps))
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence([seed, 0x1505]).spawn(2))
     cid = config.config_id()
     splits = _splits(train, val)

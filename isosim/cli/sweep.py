@@ -1,0 +1,60 @@
+"""``isosim sweep SPEC --out DIR`` and ``isosim sweep status DIR``."""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import IsosimInputError
+from ._options import print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a sweep spec into a resumable store, or show a store's status",
+                       description="isosim sweep SPEC --out DIR [--backend local|dask|ray] [--address ADDR] "
+                                   "[--workers K]  |  isosim sweep status DIR  |  isosim sweep --list")
+    p.add_argument("target", nargs="*", metavar="SPEC | status DIR",
+                   help="a TOML spec file or a built-in spec id (q1-easy, q1-easy-testing, ...)")
+    p.add_argument("--out", metavar="DIR", help="result store directory (created, or resumed)")
+    p.add_argument("--backend", default="local", choices=("local", "dask", "ray"))
+    p.add_argument("--address", help="scheduler address of a running Dask or Ray cluster")
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--root-seed", type=int, default=0, help="root seed from which each replicate's seed is derived")
+    p.add_argument("--list", action="store_true", help="list the built-in specs")
+    p.add_argument("--json", action="store_true", help="print JSON (status, list)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sweep import SPECS, get_spec, run_sweep, sweep_status
+
+    if args.list:
+        rows = [{"id": s.id, "question": s.question, "runs": len(list(s.runs(0))),
+                 "testing_runs": len(list(s.testing().runs(0)))} for s in SPECS]
+        if args.json:
+            print_json(rows)
+        else:
+            for r in rows:
+                print(f"{r['id']:<10} {r['question']}  {r['runs']:>4} runs  ({r['id']}-testing: {r['testing_runs']} runs)")
+        return 0
+    if not args.target:
+        raise IsosimInputError("give a spec (file or built-in id) or 'status DIR'")
+    if args.target[0] == "status":
+        if len(args.target) != 2:
+            raise IsosimInputError("usage: isosim sweep status DIR")
+        st = sweep_status(args.target[1])
+        if args.json:
+            print_json(st)
+        else:
+            print(f"sweep {st['id']} ({st['question']}): {st['done']}/{st['total']} runs stored, "
+                  f"root seed {st['root_seed']}, written by isosim {st['isosim_version']}")
+        return 0
+    if len(args.target) != 1:
+        raise IsosimInputError("give exactly one spec")
+    if not args.out:
+        raise IsosimInputError("--out DIR is required")
+    spec = get_spec(args.target[0])
+    store = run_sweep(spec, args.out, backend=args.backend, address=args.address, workers=args.workers,
+                      root_seed=args.root_seed, progress=not args.quiet)
+    st = sweep_status(store.root)
+    print(f"sweep {st['id']}: {st['done']}/{st['total']} runs in {store.root}")
+    return 0

@@ -1,0 +1,97 @@
+"""One ``concurrent.futures``-style executor for every backend.
+
+``local`` is a process pool; ``dask`` connects a ``dask.distributed`` client to the
+scheduler at ``address`` (or starts a local cluster); ``ray`` does the same with Ray.
+Every executor has ``submit(fn, *args) -> concurrent.futures.Future`` and ``workers``.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from .errors import IsosimInputError
+
+BACKENDS = ("local", "dask", "ray")
+
+
+class _Local:
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(max_workers=workers)
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Dask:
+    def __init__(self, workers: int, address: str | None):
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise IsosimInputError('the dask backend needs the dist extra: pip install -e ".[dist]"') from None
+        self._cluster = None
+        if address:
+            self._client = Client(address, timeout="30s")
+        else:
+            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                         dashboard_address=":0", host="127.0.0.1")
+            self._client = Client(self._cluster)
+        info = self._client.scheduler_info()
+        self.workers = max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
+        self._executor = self._client.get_executor(pure=False)
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        return self._executor.submit(fn, *args)
+
+    def close(self) -> None:
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+class _Ray:
+    def __init__(self, workers: int, address: str | None):
+        try:
+            import ray
+        except ImportError:
+            raise IsosimInputError('the ray backend needs the dist extra: pip install -e ".[dist]"') from None
+        self._ray = ray
+        self._owned = not ray.is_initialized()
+        if self._owned:
+            if address:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                         _node_ip_address="127.0.0.1")
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", workers)))
+        self._remote: dict[Callable, Any] = {}
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._remote[fn] = self._ray.remote(num_cpus=1)(fn)
+        return remote.remote(*args).future()
+
+    def close(self) -> None:
+        if self._owned:
+            self._ray.shutdown()
+
+
+@contextmanager
+def make_executor(backend: str = "local", address: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    if backend not in BACKENDS:
+        raise IsosimInputError(f"unknown backend {backend!r}: choose from {', '.join(BACKENDS)}")
+    if workers is not None and workers < 1:
+        raise IsosimInputError(f"--workers must be >= 1, got {workers}")
+    workers = workers or os.cpu_count() or 1
+    ex = {"local": lambda: _Local(workers), "dask": lambda: _Dask(workers, address),
+          "ray": lambda: _Ray(workers, address)}[backend]()
+    try:
+        yield ex
+    finally:
+        ex.close()

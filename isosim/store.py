@@ -1,0 +1,111 @@
+"""A resumable result store: one Parquet file per finished run, keyed by config hash.
+
+Layout: ``DIR/manifest.json`` (the spec, the isosim version, the root seed) and
+``DIR/runs/<key>.parquet``. A run is written to a temporary name, fsynced and renamed,
+so a reader never sees half a file and an interrupted sweep resumes where it stopped.
+Only the driver writes. pandas/pyarrow (or DuckDB) read the directory directly.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import __version__
+from .errors import IsosimInputError
+
+MANIFEST = "manifest.json"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class RunStore:
+    def __init__(self, root: Path, manifest: dict[str, Any]):
+        self.root = root
+        self.runs_dir = root / "runs"
+        self.manifest = manifest
+
+    @classmethod
+    def open(cls, root: str | Path, spec: dict[str, Any], root_seed: int) -> "RunStore":
+        """Create the store, or reopen it if it holds the same spec and root seed."""
+        root = Path(root)
+        if root.exists() and not root.is_dir():
+            raise IsosimInputError(f"{root} exists and is not a directory")
+        path = root / MANIFEST
+        if path.exists():
+            store = cls.load(root)
+            old = store.manifest
+            if old["spec"] != json.loads(json.dumps(spec)) or old["root_seed"] != root_seed:
+                raise IsosimInputError(
+                    f"{root} holds a different sweep ({old['spec'].get('id')}, root seed {old['root_seed']}); "
+                    "use another --out directory")
+            store.clean()
+            return store
+        if root.exists() and any(p for p in root.iterdir() if not p.name.startswith(".")):
+            raise IsosimInputError(f"{root} is not empty and holds no sweep manifest; use another --out directory")
+        (root / "runs").mkdir(parents=True, exist_ok=True)
+        manifest = {"spec": spec, "root_seed": int(root_seed), "isosim_version": __version__}
+        atomic_write_bytes(path, json.dumps(manifest, indent=2, sort_keys=True).encode())
+        return cls(root, manifest)
+
+    @classmethod
+    def load(cls, root: str | Path) -> "RunStore":
+        root = Path(root)
+        path = root / MANIFEST
+        if not path.is_file():
+            raise IsosimInputError(f"{root} is not a sweep directory (no {MANIFEST})")
+        try:
+            manifest = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise IsosimInputError(f"{path} is not valid JSON: {exc}") from None
+        return cls(root, manifest)
+
+    def clean(self) -> None:
+        """Remove temporary files an interrupted writer left behind (never a finished run)."""
+        for tmp in self.runs_dir.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    def path(self, key: str) -> Path:
+        return self.runs_dir / f"{key}.parquet"
+
+    def has(self, key: str) -> bool:
+        return self.path(key).is_file()
+
+    def keys(self) -> list[str]:
+        return sorted(p.stem for p in self.runs_dir.glob("*.parquet"))
+
+    def write(self, key: str, table: pd.DataFrame) -> None:
+        import io
+
+        buf = io.BytesIO()
+        table.to_parquet(buf, index=False)
+        atomic_write_bytes(self.path(key), buf.getvalue())
+
+    def read(self) -> pd.DataFrame:
+        """All stored runs as one table (in key order)."""
+        keys = self.keys()
+        if not keys:
+            return pd.DataFrame()
+        return pd.concat([pd.read_parquet(self.path(k)) for k in keys], ignore_index=True)

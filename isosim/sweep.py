@@ -1,0 +1,287 @@
+"""Sweeps as plain data, run on any executor, streamed into a resumable store.
+
+A :class:`SweepSpec` is a tuple of settings with an id. Its runs are one GRPO run per
+allocation and seed, each to the largest budget; smaller budgets (Q1, Q3) or step
+counts (Q2) are read off that run's evaluations, as the study did with a constant LR.
+
+* Q1: ``B_problem`` fixed, ``n`` over a grid, ``M = C / (n B_problem)``;
+* Q2: total batch ``B = n * B_problem`` fixed, the split swept, ``M`` over a grid;
+* Q3: ``n`` and ``B_problem`` both free under ``n * B_problem <= B_max``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+import tomllib
+from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+
+from .config import SimConfig
+from .errors import IsosimInputError
+from .store import RunStore
+
+QUESTIONS = ("Q1", "Q2", "Q3")
+POWERS_OF_TWO = tuple(2**k for k in range(1, 11))
+
+
+@dataclass(frozen=True)
+class Run:
+    key: str  # store key: config id and replicate
+    config: SimConfig
+    replicate: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    id: str
+    question: str = "Q1"
+    base: SimConfig = field(default_factory=SimConfig)
+    n: tuple[int, ...] = POWERS_OF_TWO
+    b_problem: tuple[int, ...] = (32,)
+    budget: float = 2.0**23  # Q1 and Q3: the largest budget C in rollouts
+    total_batch: int = 0  # Q2: the fixed B = n * B_problem
+    steps: tuple[int, ...] = ()  # Q2: the M values
+    b_max: int = 65536  # Q3 (and a cap everywhere): n * B_problem <= b_max
+    seeds: tuple[int, ...] = (0,)
+
+    def validate(self) -> "SweepSpec":
+        if self.question not in QUESTIONS:
+            raise IsosimInputError(f"question must be one of {', '.join(QUESTIONS)}, got {self.question!r}")
+        if not self.id or any(c in self.id for c in "/\\ "):
+            raise IsosimInputError(f"sweep id must be a non-empty word, got {self.id!r}")
+        if not self.n or any(v < 1 for v in self.n):
+            raise IsosimInputError("n values must be integers >= 1")
+        if not self.seeds:
+            raise IsosimInputError("a sweep needs at least one seed")
+        if self.question == "Q2":
+            if self.total_batch < 1 or not self.steps or min(self.steps) < 1:
+                raise IsosimInputError("Q2 needs total_batch >= 1 and steps (the M values)")
+            bad = [n for n in self.n if self.total_batch % n]
+            if bad:
+                raise IsosimInputError(f"Q2: total_batch {self.total_batch} is not divisible by n = {bad[0]}")
+        elif self.budget <= 0:
+            raise IsosimInputError("Q1 and Q3 need a budget > 0")
+        runs = list(self.runs(0))
+        if not runs:
+            raise IsosimInputError("the sweep has no runs (check n, b_problem and b_max)")
+        for r in runs[:1]:
+            r.config.validate()
+        return self
+
+    def allocations(self) -> list[tuple[int, int]]:
+        """The (n, B_problem) pairs of the sweep."""
+        if self.question == "Q2":
+            pairs = [(n, self.total_batch // n) for n in self.n]
+        else:
+            pairs = [(n, bp) for n in self.n for bp in self.b_problem]
+        return [(n, bp) for n, bp in pairs if n * bp <= self.b_max]
+
+    def runs(self, root_seed: int) -> Iterator[Run]:
+        for n, bp in self.allocations():
+            if self.question == "Q2":
+                alloc = {"n": n, "b_problem": bp, "steps": int(max(self.steps)), "budget": 0.0}
+                ev = {"at_steps": tuple(sorted(set(int(s) for s in self.steps)))}
+                cfg = self.base.replace(allocation=alloc, eval=ev)
+            else:
+                cfg = self.base.replace(allocation={"n": n, "b_problem": bp, "budget": float(self.budget), "steps": 0})
+            cid = cfg.config_id()
+            for rep in self.seeds:
+                yield Run(f"{cid}-r{rep}", cfg, rep, derive_seed(root_seed, rep))
+
+    def testing(self) -> "SweepSpec":
+        """A small subset of this spec that runs end to end in seconds (used by CI)."""
+        base = self.base.replace(population={"train_size": 400, "val_size": 40},
+                                 model={"n_strategies": min(self.base.model.n_strategies, 16)},
+                                 eval={"n_evals": 8})
+        n = self.n[:: max(1, len(self.n) // 3)][:3]
+        if self.question == "Q2":
+            tb = min(self.total_batch, 256)
+            n = tuple(v for v in n if tb % v == 0) or (1,)
+            return dataclasses.replace(self, id=self.id + "-testing", base=base, n=n, total_batch=tb,
+                                       steps=tuple(sorted(set(min(s, 40) for s in self.steps))), seeds=self.seeds[:1])
+        bp = tuple(min(v, 32) for v in self.b_problem[:2])
+        return dataclasses.replace(self, id=self.id + "-testing", base=base, n=n, b_problem=tuple(dict.fromkeys(bp)),
+                                   budget=min(self.budget, 2.0**15), seeds=self.seeds[:1])
+
+    # --- plain data -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "base"}
+        d = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+        d["base"] = self.base.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SweepSpec":
+        data = dict(data)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise IsosimInputError(f"unknown key(s) in sweep spec: {', '.join(sorted(unknown))}")
+        if "id" not in data:
+            raise IsosimInputError("a sweep spec needs an id")
+        base = SimConfig.from_dict(data.pop("base", {}))
+        kwargs: dict[str, Any] = {"base": base}
+        for k, v in data.items():
+            if k in ("n", "b_problem", "steps", "seeds"):
+                try:
+                    kwargs[k] = tuple(int(x) for x in (v if isinstance(v, list) else [v]))
+                except (TypeError, ValueError):
+                    raise IsosimInputError(f"sweep spec: {k} must be a list of integers") from None
+            elif k in ("budget",):
+                kwargs[k] = float(v)
+            elif k in ("total_batch", "b_max"):
+                kwargs[k] = int(v)
+            else:
+                kwargs[k] = str(v)
+        return cls(**kwargs)
+
+    @classmethod
+    def from_toml(cls, text: str) -> "SweepSpec":
+        try:
+            return cls.from_dict(tomllib.loads(text))
+        except tomllib.TOMLDecodeError as exc:
+            raise IsosimInputError(f"malformed TOML sweep spec: {exc}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def derive_seed(root_seed: int, replicate: int) -> int:
+    """The training seed of a replicate: independent streams from one root seed."""
+    return int(np.random.SeedSequence([int(root_seed), int(replicate)]).generate_state(1)[0])
+
+
+def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFrame:
+    """Worker: simulate one run and return its trace table with the run's identifiers."""
+    from .simulate import simulate
+
+    cfg = SimConfig.from_json(config_json)
+    table = simulate(cfg, seed).table
+    table.insert(0, "run", key)
+    table.insert(1, "replicate", replicate)
+    table.insert(2, "n", cfg.allocation.n)
+    table.insert(3, "B_problem", cfg.allocation.b_problem)
+    return table
+
+
+class Progress:
+    """A one-line progress report on stderr (redrawn on a terminal, every 10% otherwise)."""
+
+    def __init__(self, total: int, label: str, enabled: bool = True):
+        self.total, self.label, self.done = total, label, 0
+        self.enabled = enabled and total > 0
+        self.tty = sys.stderr.isatty()
+        self.start = time.perf_counter()
+        self._last_decile = -1
+
+    def update(self, k: int = 1) -> None:
+        self.done += k
+        if not self.enabled:
+            return
+        frac = self.done / self.total
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / frac * (1 - frac) if frac > 0 else 0.0
+        bar = "#" * int(frac * 30)
+        line = f"{self.label} [{bar:<30}] {self.done}/{self.total} runs, {elapsed:.0f}s elapsed, ~{eta:.0f}s left"
+        if self.tty:
+            print("\r" + line, end="" if self.done < self.total else "\n", file=sys.stderr, flush=True)
+        elif int(frac * 10) > self._last_decile:
+            self._last_decile = int(frac * 10)
+            print(line, file=sys.stderr, flush=True)
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", address: str | None = None,
+              workers: int | None = None, root_seed: int = 0, progress: bool = True,
+              max_in_flight: int | None = None) -> RunStore:
+    """Run every missing run of ``spec`` into the store at ``out``; return the store.
+
+    At most ``max_in_flight`` runs (default ``2 * workers``) are submitted or held at
+    once: each finished trace is written to the store and dropped.
+    """
+    from .executors import make_executor
+
+    spec.validate()
+    store = RunStore.open(out, spec.to_dict(), root_seed)
+    todo = [r for r in spec.runs(root_seed) if not store.has(r.key)]
+    bar = Progress(len(todo), f"sweep {spec.id}", enabled=progress)
+    if not todo:
+        return store
+    with make_executor(backend, address=address, workers=workers) as ex:
+        limit = max_in_flight or 2 * ex.workers
+        queue = iter(todo)
+        pending: dict = {}
+        while True:
+            while len(pending) < limit:
+                run = next(queue, None)
+                if run is None:
+                    break
+                fut = ex.submit(run_one, run.config.to_json(), run.seed, run.key, run.replicate)
+                pending[fut] = run
+            if not pending:
+                break
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in done:
+                run = pending.pop(fut)
+                store.write(run.key, fut.result())
+                bar.update()
+    return store
+
+
+def sweep_status(out: str | Path) -> dict[str, Any]:
+    store = RunStore.load(out)
+    spec = SweepSpec.from_dict(store.manifest["spec"])
+    keys = [r.key for r in spec.runs(store.manifest["root_seed"])]
+    done = [k for k in keys if store.has(k)]
+    return {"id": spec.id, "question": spec.question, "total": len(keys), "done": len(done),
+            "missing": [k for k in keys if not store.has(k)], "root_seed": store.manifest["root_seed"],
+            "isosim_version": store.manifest["isosim_version"]}
+
+
+def evaluations(results: pd.DataFrame, split: str = "val") -> pd.DataFrame:
+    """Sweep results as one row per evaluation (``run, n, B_problem, compute, step`` and a
+    column per metric) for one split: the input format of :func:`isosim.fit.fit_runs`."""
+    t = results[results["split"] == split]
+    wide = t.pivot_table(index=["run", "replicate", "n", "B_problem", "step", "compute_rollouts", "compute_tokens"],
+                         columns="metric", values="value").reset_index()
+    wide.columns.name = None
+    return wide.rename(columns={"compute_rollouts": "compute"})
+
+
+# --- built-in specs (bsuite style: plain data with ids) ----------------------------------
+
+def _base(preset: str) -> SimConfig:
+    return SimConfig().replace(population={"preset": preset})
+
+
+SPECS: tuple[SweepSpec, ...] = (
+    SweepSpec("q1-easy", "Q1", _base("easy"), n=POWERS_OF_TWO, b_problem=(32,), budget=2.0**23, seeds=(0, 1)),
+    SweepSpec("q1-hard", "Q1", _base("hard"), n=POWERS_OF_TWO, b_problem=(32,), budget=2.0**23, seeds=(0, 1)),
+    SweepSpec("q2-easy", "Q2", _base("easy"), n=(2, 4, 8, 16, 32, 64, 128, 256), total_batch=4096,
+              steps=(16, 32, 64, 128, 256, 512, 1024), seeds=(0, 1)),
+    SweepSpec("q3-easy", "Q3", _base("easy"), n=(2, 8, 32, 128, 512), b_problem=(16, 32, 64, 128, 256),
+              budget=2.0**23, b_max=16384, seeds=(0,)),
+    SweepSpec("q3-hard", "Q3", _base("hard"), n=(2, 8, 32, 128, 512), b_problem=(16, 32, 64, 128, 256),
+              budget=2.0**23, b_max=16384, seeds=(0,)),
+)
+
+
+def get_spec(name: str) -> SweepSpec:
+    """A built-in spec by id (``q1-easy``; ``q1-easy-testing`` for its CI subset) or a TOML file."""
+    for spec in SPECS:
+        if name == spec.id:
+            return spec
+        if name == spec.id + "-testing":
+            return spec.testing()
+    path = Path(name)
+    if path.is_file():
+        return SweepSpec.from_toml(path.read_text())
+    ids = ", ".join(s.id for s in SPECS)
+    raise IsosimInputError(f"no sweep spec {name!r}: give a TOML file or one of {ids} (add -testing for a subset)")

@@ -1,0 +1,152 @@
+"""Sweeps as data, the resumable store, and identical results on every backend."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from isosim import IsosimInputError
+from isosim.store import RunStore
+from isosim.sweep import SPECS, SweepSpec, evaluations, get_spec, run_sweep, sweep_status
+
+KILL_SPEC = """
+id = "kill-test"
+question = "Q1"
+n = [1, 2, 3, 4, 5, 6, 7, 8]
+b_problem = [8]
+budget = 300000
+seeds = [0, 1]
+[base.population]
+train_size = 200
+val_size = 20
+measure = "exact"
+[base.model]
+kind = "tabular"
+[base.eval]
+n_evals = 10
+"""
+
+
+def _sorted(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(["run", "step", "split", "metric"]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
+def test_every_builtin_spec_has_a_testing_subset_that_runs_end_to_end(spec, tmp_path):
+    sub = spec.testing()
+    assert sub.id == spec.id + "-testing" and sub.question == spec.question
+    store = run_sweep(sub, tmp_path / sub.id, workers=1, progress=False)
+    st = sweep_status(store.root)
+    assert st["done"] == st["total"] == len(list(sub.runs(0))) > 0
+    ev = evaluations(store.read())
+    assert {"run", "n", "B_problem", "compute", "avg@4", "best@4", "worst@4"} <= set(ev.columns)
+    if spec.question == "Q2":
+        assert (ev["n"] * ev["B_problem"]).nunique() == 1
+        assert set(sub.steps) <= set(ev["step"])
+    if spec.question == "Q3":
+        assert (ev["n"] * ev["B_problem"] <= sub.b_max).all() and ev["B_problem"].nunique() > 1
+
+
+def test_spec_round_trip_and_errors(tmp_path):
+    spec = SweepSpec.from_toml(KILL_SPEC)
+    assert SweepSpec.from_dict(json.loads(spec.to_json())) == spec
+    assert len(list(spec.runs(0))) == 16
+    with pytest.raises(IsosimInputError, match="divisible"):
+        SweepSpec("x", "Q2", n=(3,), total_batch=64, steps=(4,)).validate()
+    with pytest.raises(IsosimInputError, match="unknown key"):
+        SweepSpec.from_dict({"id": "x", "grid": 3})
+    with pytest.raises(IsosimInputError, match="no sweep spec"):
+        get_spec("q9-medium")
+
+
+def test_seeds_derive_from_the_root_seed():
+    spec = SweepSpec.from_toml(KILL_SPEC)
+    a, b = list(spec.runs(0)), list(spec.runs(1))
+    assert [r.key for r in a] == [r.key for r in b]
+    assert all(x.seed != y.seed for x, y in zip(a, b))
+    assert len({r.seed for r in a}) == 2  # one seed per replicate, shared across allocations
+
+
+def test_store_refuses_another_sweep_and_rerun_skips_stored(tmp_path):
+    spec = get_spec("q1-easy-testing")
+    store = run_sweep(spec, tmp_path / "s", workers=1, progress=False)
+    mtimes = {k: store.path(k).stat().st_mtime_ns for k in store.keys()}
+    run_sweep(spec, tmp_path / "s", workers=1, progress=False)
+    assert {k: store.path(k).stat().st_mtime_ns for k in store.keys()} == mtimes
+    with pytest.raises(IsosimInputError, match="different sweep"):
+        run_sweep(spec, tmp_path / "s", workers=1, progress=False, root_seed=5)
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    spec_file = tmp_path / "spec.toml"
+    spec_file.write_text(KILL_SPEC)
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "isosim", "sweep", str(spec_file), "--out", str(out), "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        done = list((out / "runs").glob("*.parquet")) if (out / "runs").exists() else []
+        if len(done) >= 3 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = len(list((out / "runs").glob("*.parquet")))
+    assert 0 < partial < 16, "the kill should land mid-sweep"
+    for p in (out / "runs").glob("*.parquet"):
+        pd.read_parquet(p)  # every stored file is whole
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    assert not list((out / "runs").glob(".*.tmp"))
+    resumed = RunStore.load(out).read()
+    fresh = run_sweep(SweepSpec.from_toml(KILL_SPEC), tmp_path / "fresh", workers=2, progress=False).read()
+    assert len(resumed) == len(fresh) and resumed["run"].nunique() == 16
+    assert not resumed.duplicated(["run", "step", "split", "metric"]).any()
+    pd.testing.assert_frame_equal(_sorted(resumed), _sorted(fresh))
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_driver_holds_at_most_max_in_flight_traces(tmp_path, monkeypatch, limit):
+    """Submitted-but-unwritten runs never exceed the in-flight limit: traces stream to the store."""
+    import isosim.executors as executors
+
+    outstanding, peak = [0], [0]
+    real_make, real_write = executors.make_executor, RunStore.write
+
+    class Counting:
+        def __init__(self, ex):
+            self.ex, self.workers = ex, ex.workers
+
+        def submit(self, fn, *args):
+            outstanding[0] += 1
+            peak[0] = max(peak[0], outstanding[0])
+            return self.ex.submit(fn, *args)
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def counting_executor(*a, **k):
+        with real_make(*a, **k) as ex:
+            yield Counting(ex)
+
+    def write(self, key, table):
+        outstanding[0] -= 1
+        real_write(self, key, table)
+
+    monkeypatch.setattr(executors, "make_executor", counting_executor)
+    monkeypatch.setattr(RunStore, "write", write)
+    spec = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 4000"))
+    store = run_sweep(spec, tmp_path / "b", workers=2, progress=False, max_in_flight=limit)
+    assert len(store.keys()) == 16 and outstanding[0] == 0
+    assert peak[0] == limit
+
+
+@pytest.mark.parametrize("backend", ["dask", "ray"])
+def test_backends_give_identical_results(backend, tmp_path):
+    spec = get_spec("q1-hard-testing")
+    local = run_sweep(spec, tmp_path / "local", backend="local", workers=2, progress=False).read()
+    other = run_sweep(spec, tmp_path / backend, backend=backend, workers=2, progress=False).read()
+    pd.testing.assert_frame_equal(_sorted(local), _sorted(other))
