@@ -1,4 +1,4 @@
-"""``isosim reproduce``: easy vs hard in simulation at two group sizes, at equal compute."""
+"""``isosim reproduce``: the study's Q1 in simulation, its frontier and n*(C) fits, and figures."""
 from __future__ import annotations
 
 import argparse
@@ -7,30 +7,27 @@ from ._options import print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="the main job: easy vs hard at two group sizes, at equal compute")
-    p.add_argument("--quick", action="store_true", help="a smaller budget (seconds)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser("reproduce", help="the main job: Q1 on the easy and hard presets, frontier and n*(C) fit",
+                       description="Run the study's Q1 in simulation (easy and hard presets, B_problem = 32, n over "
+                                   "powers of two), fit the compute-optimal n*(C) and write figures.")
+    p.add_argument("--quick", action="store_true", help="smaller grid and budget (under a minute)")
+    p.add_argument("--out", default="isosim-out", metavar="DIR", help="results and figures (default ./isosim-out/)")
+    p.add_argument("--json", action="store_true", help='print {"easy": <fit json>, "hard": <fit json>}')
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--backend", default="local", choices=("local", "dask", "ray"))
+    p.add_argument("--address", help="scheduler address for dask / ray")
+    p.add_argument("--n-boot", type=int, help="bootstrap resamples for the CIs (default 200, quick 50)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Allocation, SimConfig
-    from ..simulate import simulate
+    from ..reproduce import report, run_reproduce
 
-    budget = 2**19 if args.quick else 2**22
-    rows = []
-    for preset in ("easy", "hard"):
-        for n in (8, 64):
-            cfg = SimConfig().replace(population={"preset": preset},
-                                      allocation=Allocation(n=n, b_problem=32, budget=float(budget)))
-            final = simulate(cfg, 0).final("val")
-            rows.append({"preset": preset, "n": n, "B_problem": 32, "budget": budget,
-                         **{m: final[m] for m in ("avg@4", "best@4", "worst@4")}})
+    results = run_reproduce(args.out, quick=args.quick, workers=args.workers, backend=args.backend,
+                            address=args.address, progress=not args.json, n_boot=args.n_boot)
     if args.json:
-        print_json(rows)
+        print_json({preset: res.to_json() for preset, res in results.items()})
         return 0
-    print(f"validation metrics after {budget:,} rollouts (strategies model, B_problem = 32, seed 0)")
-    print(f"{'preset':<8}{'n':>6}{'avg@4':>10}{'best@4':>10}{'worst@4':>10}")
-    for r in rows:
-        print(f"{r['preset']:<8}{r['n']:>6}{r['avg@4']:>10.4f}{r['best@4']:>10.4f}{r['worst@4']:>10.4f}")
+    print(report(results))
+    print(f"figures and sweep results in {args.out}/")
     return 0

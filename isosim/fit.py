@@ -1,0 +1,429 @@
+"""The n*(C) scaling law, bootstrap confidence intervals and the ``isosim fit`` pipeline.
+
+    log2 n*(C) = L / (1 + exp(-k (log10 C - log10 C0))) + b,   L >= 0
+
+fitted by robust least squares (``scipy.optimize.least_squares``) from several starts.
+With L >= 0 the curve runs from b to its upper plateau L + b (the saturation); k < 0 is
+allowed and means a decreasing curve. The study's Q2 form is the same curve in M
+(linear): L / (1 + exp(-k (M - M0))) + b.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, ClassVar, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._logistic import fit_logistic, logistic
+from .errors import IsosimInputError
+from .frontier import (
+    ScaleRLFit,
+    envelope,
+    fit_groups,
+    frontier,
+    group_ranges,
+    log_grid,
+    record_breaking,
+)
+
+CI = Mapping[str, tuple[float, float]]
+RESERVED = ("run", "n", "B_problem", "compute", "step")
+
+
+@dataclass(frozen=True)
+class ScalingLawFit:
+    """log2 n*(C) = L / (1 + exp(-k (log10 C - log10 C0))) + b, with R^2 and optional CIs."""
+
+    PARAMS: ClassVar[tuple[str, ...]] = ("L", "k", "log10_C0", "b")
+    L: float
+    k: float
+    log10_C0: float
+    b: float
+    r2: float
+    ci: CI = field(default_factory=dict)
+    n_points: int = 0
+
+    @property
+    def saturation(self) -> float:
+        """The upper plateau L + b of log2 n*."""
+        return self.L + self.b
+
+    def params(self) -> dict[str, float]:
+        return {p: getattr(self, p) for p in self.PARAMS}
+
+    def predict(self, log10_C) -> np.ndarray:
+        return logistic(np.asarray(log10_C, dtype=float), self.L, self.k, self.log10_C0, self.b)
+
+
+@dataclass(frozen=True)
+class MLawFit:
+    """y(M) = L / (1 + exp(-k (M - M0))) + b, M linear (the study's Q2 form for log2 n*, log2 B_problem*)."""
+
+    PARAMS: ClassVar[tuple[str, ...]] = ("L", "k", "M0", "b")
+    L: float
+    k: float
+    M0: float
+    b: float
+    r2: float
+    ci: CI = field(default_factory=dict)
+    n_points: int = 0
+
+    @property
+    def saturation(self) -> float:
+        return self.L + self.b
+
+    def params(self) -> dict[str, float]:
+        return {p: getattr(self, p) for p in self.PARAMS}
+
+    def predict(self, M) -> np.ndarray:
+        return logistic(np.asarray(M, dtype=float), self.L, self.k, self.M0, self.b)
+
+
+def fit_scaling_law(
+    log10_C,
+    log2_n,
+    starts: Iterable[Sequence[float]] | None = None,
+    loss: str = "soft_l1",
+    f_scale: float | None = None,
+) -> ScalingLawFit:
+    """Fit log2 n = L / (1 + exp(-k (log10 C - log10 C0))) + b by robust least squares.
+
+    ``starts``: (L, k, log10_C0, b) tuples; default a grid of 18 (3 centres x 3 slopes x 2
+    signs). ``loss``: a scipy robust loss; ``f_scale`` its scale in log2 n units (default:
+    MAD of the least-squares residuals). Raises :class:`IsosimInputError` for fewer than
+    4 distinct C, constant n, NaN or a fit that does not converge.
+    """
+    fit = fit_logistic(
+        log10_C, log2_n, loss=loss, f_scale=f_scale, x_name="log10 C", y_name="log2 n*",
+        starts=None if starts is None else [(L, k, x0, b) for L, k, x0, b in starts],
+    )
+    return ScalingLawFit(fit.a, fit.s, fit.m, fit.c, fit.r2, n_points=fit.n_points)
+
+
+def fit_m_law(
+    M,
+    log2_y,
+    starts: Iterable[Sequence[float]] | None = None,
+    loss: str = "soft_l1",
+    f_scale: float | None = None,
+) -> MLawFit:
+    """Fit y = L / (1 + exp(-k (M - M0))) + b with M linear; as :func:`fit_scaling_law`."""
+    fit = fit_logistic(
+        M, log2_y, loss=loss, f_scale=f_scale, x_name="M", y_name="log2 y",
+        starts=None if starts is None else [(L, k, x0, b) for L, k, x0, b in starts],
+    )
+    return MLawFit(fit.a, fit.s, fit.m, fit.c, fit.r2, n_points=fit.n_points)
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Percentile CIs of each parameter over ``n_ok`` successful of ``n_boot`` resamples."""
+
+    ci: CI
+    n_ok: int
+    n_boot: int
+    mode: str
+    level: float
+
+
+def bootstrap_mode(data: pd.DataFrame, unit: str | None = "run", strata: Sequence[str] = ("n",)) -> str:
+    """"runs" when every stratum has at least 2 units (runs/seeds), else "points"."""
+    strata = [s for s in strata if s in data.columns]
+    if unit is None or unit not in data.columns:
+        return "points"
+    counts = data.groupby(strata)[unit].nunique() if strata else pd.Series([data[unit].nunique()])
+    return "runs" if len(counts) and counts.min() >= 2 else "points"
+
+
+def _cells(data: pd.DataFrame, unit: str | None, strata: list[str], mode: str) -> list[list[np.ndarray]]:
+    """Row positions to resample: per stratum, one array per unit ("runs") or per row ("points")."""
+    by = strata if mode == "runs" else [*strata, unit] if unit in data.columns else strata
+    blocks = list(data.groupby(by, sort=True).indices.values()) if by else [np.arange(len(data))]
+    if mode == "points":
+        return [[np.array([i]) for i in rows] for rows in blocks]
+    units = data[unit].to_numpy()
+    return [[rows[units[rows] == u] for u in pd.unique(units[rows])] for rows in blocks]
+
+
+def _resample(data, unit, mode, cells, rng) -> pd.DataFrame:
+    picks = [block[i] for block in cells for i in rng.integers(0, len(block), size=len(block))]
+    out = data.iloc[np.concatenate(picks)].reset_index(drop=True)
+    if mode == "runs":
+        out[unit] = np.repeat(np.arange(len(picks)), [len(p) for p in picks])
+    return out
+
+
+def bootstrap_fit(
+    data: pd.DataFrame,
+    refit: Callable[[pd.DataFrame], Mapping[str, float]],
+    *,
+    unit: str | None = "run",
+    strata: Sequence[str] = ("n",),
+    mode: str = "auto",
+    n_boot: int = 200,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Bootstrap:
+    """Percentile bootstrap: refit on ``n_boot`` resamples, CI = quantiles (1 -+ level) / 2.
+
+    "runs" mode resamples whole units (runs/seeds) with replacement within each stratum
+    (each n), relabelling repeats as distinct runs; "points" mode resamples rows within
+    each unit. "auto" is :func:`bootstrap_mode`. Resamples whose refit raises
+    :class:`IsosimInputError` are skipped; with fewer than 2 successes the CIs are NaN.
+    """
+    if not 0 < level < 1:
+        raise IsosimInputError(f"confidence level must be in (0, 1), got {level}")
+    if n_boot < 0:
+        raise IsosimInputError(f"n_boot must be >= 0, got {n_boot}")
+    strata = [s for s in strata if s in data.columns]
+    mode = bootstrap_mode(data, unit, strata) if mode == "auto" else mode
+    if mode not in ("runs", "points"):
+        raise IsosimInputError(f"unknown bootstrap mode {mode!r}")
+    rng = np.random.default_rng(seed)
+    cells = _cells(data, unit, strata, mode)
+    draws: list[Mapping[str, float]] = []
+    for _ in range(n_boot):
+        try:
+            draws.append(refit(_resample(data, unit, mode, cells, rng)))
+        except IsosimInputError:
+            continue
+    names = list(draws[0]) if draws else []
+    alpha = (1.0 - level) / 2.0
+    ci = {}
+    for name in names:
+        vals = np.array([d[name] for d in draws], dtype=float)
+        if len(vals) >= 2:
+            lo, hi = np.quantile(vals, [alpha, 1.0 - alpha])
+            ci[name] = (float(lo), float(hi))
+        else:
+            ci[name] = (math.nan, math.nan)
+    return Bootstrap(ci, len(draws), n_boot, mode, level)
+
+
+def _fail(message: str):
+    raise IsosimInputError(message)
+
+
+def validate_runs(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """Check a runs table and return it with float ``compute`` (from ``step`` if needed).
+
+    Needs ``run``, ``n``, ``B_problem`` (positive integers, fixed per run) and ``compute``
+    (rollouts, >= 0) or ``step`` (compute = step * n * B_problem), at least two distinct n,
+    and, when ``metric`` is given, a numeric, non-constant metric column (NaN rows are
+    dropped). Every problem is one :class:`IsosimInputError` line.
+    """
+    if not isinstance(df, pd.DataFrame):
+        _fail(f"expected a pandas DataFrame, got {type(df).__name__}")
+    need = [c for c in ("run", "n", "B_problem") if c not in df.columns]
+    if need or not ({"compute", "step"} & set(df.columns)):
+        missing = need + ([] if {"compute", "step"} & set(df.columns) else ["compute (or step)"])
+        _fail(f"missing column(s) {', '.join(missing)}; have {_names(df.columns)}")
+    if df.empty:
+        _fail("the table has no rows")
+    d = df.copy()
+    if d["run"].isna().any():
+        _fail(f"column 'run' is empty on row {int(np.flatnonzero(d['run'].isna())[0]) + 1}")
+    for col in ("n", "B_problem"):
+        d[col] = _positive_ints(d[col], col)
+    src = "compute" if "compute" in d.columns else "step"
+    raw = pd.to_numeric(d[src], errors="coerce").astype(float)
+    bad = ~np.isfinite(raw) | (raw < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        _fail(f"column {src!r} must hold numbers >= 0 (row {row + 1}: {d[src].iloc[row]!r})")
+    d["compute"] = raw if src == "compute" else raw * d["n"] * d["B_problem"]
+    for col in ("n", "B_problem"):
+        per_run = d.groupby("run", sort=False)[col].nunique()
+        if (per_run > 1).any():
+            _fail(f"run {per_run.index[per_run > 1][0]!r} has several values of {col}")
+    if metric is not None:
+        d = _metric_column(d, metric)
+    _need_two_n(d)
+    return d
+
+
+def _need_two_n(d: pd.DataFrame, where: str = "") -> None:
+    ns = np.unique(d["n"])
+    if ns.size < 2:
+        got = f"only n={ns[0]}" if ns.size else "none"
+        _fail(f"need runs at two or more distinct n{where} to fit n*(C), got {got}")
+
+
+def _names(cols, limit: int = 12) -> str:
+    shown = [repr(str(c))[:40] for c in list(cols)[:limit]]
+    more = f" and {len(cols) - limit} more" if len(cols) > limit else ""
+    return (", ".join(shown) or "none") + more
+
+
+def _positive_ints(col: pd.Series, name: str) -> pd.Series:
+    num = pd.to_numeric(col, errors="coerce").astype(float)
+    bad = ~np.isfinite(num) | (num <= 0) | (num != np.round(num)) | (num > 2**53)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        _fail(f"column {name!r} must hold positive integers (row {row + 1}: {col.iloc[row]!r})")
+    return num.astype(np.int64)
+
+
+def metric_columns(df: pd.DataFrame) -> list[str]:
+    return [str(c) for c in df.columns if c not in RESERVED]
+
+
+def _metric_column(d: pd.DataFrame, metric: str) -> pd.DataFrame:
+    if metric not in d.columns or metric in RESERVED:
+        _fail(f"no metric column {metric!r}; metric columns: {_names(metric_columns(d))}")
+    vals = pd.to_numeric(d[metric], errors="coerce").astype(float)
+    junk = vals.isna() & d[metric].notna()
+    if junk.any() or np.isinf(vals).any():
+        row = int(np.flatnonzero(junk | np.isinf(vals))[0])
+        _fail(f"metric {metric!r} must hold finite numbers (row {row + 1}: {d[metric].iloc[row]!r})")
+    d = d.assign(**{metric: vals}).dropna(subset=[metric])
+    if d.empty:
+        _fail(f"metric {metric!r} has no values")
+    if vals.max() == vals.min():
+        _fail(f"metric {metric!r} is constant ({vals.max():g}): there is nothing to fit")
+    return d.reset_index(drop=True)
+
+
+def load_runs(path: str | Path, metric: str | None = None) -> pd.DataFrame:
+    """Read runs from CSV (.tsv: tab-separated; .parquet/.pq: Parquet) and :func:`validate_runs` them."""
+    p = Path(path)
+    if not p.exists():
+        _fail(f"cannot read {p}: no such file")
+    if p.is_dir():
+        _fail(f"cannot read {p}: it is a directory")
+    try:
+        if p.suffix.lower() in (".parquet", ".pq"):
+            df = pd.read_parquet(p)
+        else:
+            df = pd.read_csv(p, sep="\t" if p.suffix.lower() == ".tsv" else ",")
+    except Exception as exc:  # pandas and pyarrow raise many types for unreadable files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _fail(f"cannot read {p}: {first}")
+    df.columns = [str(c).strip() for c in df.columns]
+    return validate_runs(df, metric)
+
+
+@dataclass(frozen=True, eq=False)
+class RunsAnalysis:
+    """Every stage of :func:`analyse_runs`: records, frontier, per-n curves, n*(C), the law."""
+
+    metric: str
+    bucket: float
+    runs: pd.DataFrame
+    records: pd.DataFrame
+    frontier: pd.DataFrame
+    curves: Mapping[tuple, ScaleRLFit]
+    skipped: tuple
+    n_star: pd.DataFrame
+    law: ScalingLawFit
+    bootstrap: Bootstrap | None
+
+    def to_json(self) -> dict:
+        """``{"metric", "sigmoid", "ci", "r2", "n_star", "frontier"}`` (NaN as null)."""
+        ci = self.law.ci
+        return {
+            "metric": self.metric,
+            "sigmoid": {p: _num(v) for p, v in self.law.params().items()},
+            "ci": {p: [_num(x) for x in ci.get(p, (math.nan, math.nan))] for p in ScalingLawFit.PARAMS},
+            "r2": _num(self.law.r2),
+            "n_star": [
+                {"compute": float(c), "n": int(n)}
+                for c, n in zip(self.n_star["compute"], self.n_star["n"])
+            ],
+            "frontier": [
+                {"compute": float(r.compute), "value": float(r.value), "n": int(r.n), "B_problem": int(r.B_problem)}
+                for r in self.frontier.itertuples(index=False)
+            ],
+        }
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _n_star_law(records, ranges, grid, slack, curve_starts=None, law_starts=None):
+    curves = fit_groups(records, ("n",), ranges=ranges, starts=curve_starts)
+    n_star = envelope(curves, grid, ("n",), slack)
+    if n_star.empty:
+        _fail("no fitted curve covers the compute grid")
+    if n_star["n"].nunique() < 2:
+        _fail(
+            f"n*(C) is n={n_star['n'].iloc[0]} at every compute: the compute-optimal n never "
+            "changes, so there is no scaling law to fit"
+        )
+    law = fit_scaling_law(np.log10(n_star["compute"]), np.log2(n_star["n"]), starts=law_starts)
+    return curves, n_star, law
+
+
+def analyse_runs(
+    df: pd.DataFrame,
+    metric: str = "avg@4",
+    bucket: float | None = 0.005,
+    n_boot: int = 200,
+    seed: int = 0,
+    *,
+    points_per_decade: int = 10,
+    level: float = 0.95,
+) -> RunsAnalysis:
+    """Record-breaking points -> per-n ScaleRL curves -> envelope -> n*(C) -> scaling law.
+
+    n*(C) is taken on a log grid (``points_per_decade``) over the union of the runs'
+    compute ranges, each n's curve eligible within its range (to half a grid step, as in
+    :func:`~isosim.frontier.compute_optimal`); the law is fitted on (log10 C, log2 n*).
+    CIs: :func:`bootstrap_fit` over runs within each n (points when some n has a single
+    run), refitting the whole pipeline warm-started from the full-data fit. Evaluations at
+    compute 0 are left out.
+    """
+    runs = validate_runs(df, metric)
+    data = runs.assign(value=runs[metric])[["run", "n", "B_problem", "compute", "value"]]
+    data = data[data["compute"] > 0].reset_index(drop=True)
+    _need_two_n(data, " with compute > 0")
+    records = record_breaking(data, bucket=bucket)
+    ranges = group_ranges(data, ("n",))
+    lo, hi = min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())
+    grid = log_grid(lo, hi, points_per_decade)
+    slack = 0.5 / points_per_decade
+    curves, n_star, law = _n_star_law(records, ranges, grid, slack)
+    warm_law = [tuple(law.params().values())]
+
+    def law_params(recs, rngs):
+        return _n_star_law(recs, rngs, grid, slack, curves, warm_law)[2].params()
+
+    boot = None
+    if n_boot > 0:
+        kw = dict(n_boot=n_boot, seed=seed, level=level)
+        if bootstrap_mode(data, "run", ("n",)) == "runs":
+            boot = bootstrap_fit(
+                data, lambda d: law_params(record_breaking(d, bucket=bucket), group_ranges(d)),
+                mode="runs", **kw,
+            )
+        else:
+            boot = bootstrap_fit(records, lambda d: law_params(d, ranges), mode="points", **kw)
+        law = replace(law, ci=boot.ci)
+    return RunsAnalysis(
+        metric=metric,
+        bucket=bucket or 0.0,
+        runs=runs,
+        records=records,
+        frontier=frontier(data),
+        curves=curves,
+        skipped=tuple(k for k in sorted(ranges) if k not in curves),
+        n_star=n_star,
+        law=law,
+        bootstrap=boot,
+    )
+
+
+def fit_runs(
+    df: pd.DataFrame,
+    metric: str = "avg@4",
+    bucket: float | None = 0.005,
+    n_boot: int = 200,
+    seed: int = 0,
+    **kwargs,
+) -> dict:
+    """:func:`analyse_runs` as the ``isosim fit --json`` dictionary."""
+    return analyse_runs(df, metric, bucket, n_boot, seed, **kwargs).to_json()

@@ -1,0 +1,120 @@
+"""The main job: the study's Q1 (B_problem fixed, n over powers of two) in simulation on the
+easy and hard presets, the compute-optimal frontier, n*(C) and its sigmoid fit, beside the
+study's fitted values."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IsosimInputError
+from .sweep import SPECS, SweepSpec, evaluations, run_sweep
+
+#: the study's Q1 fits at B_problem = 32 (PAPER_NOTES), read off its figures
+STUDY_Q1 = {
+    "easy": {"L": 6.09, "k": 4.75, "log10_C0": 5.84, "b": 2.73},
+    "hard": {"L": 4.47, "k": 7.23, "log10_C0": 5.84, "b": 2.79},
+}
+METRIC = "avg@4"
+
+
+def reproduce_specs(quick: bool) -> dict[str, SweepSpec]:
+    """``q1-easy`` and ``q1-hard``; ``--quick``: n up to 256, budget 2^20, one seed."""
+    specs = {s.id.split("-")[1]: s for s in SPECS if s.id in ("q1-easy", "q1-hard")}
+    if quick:
+        specs = {k: replace(s, id=s.id + "-quick", n=tuple(2**j for j in range(1, 9)), budget=2.0**20, seeds=(0,))
+                 for k, s in specs.items()}
+    return specs
+
+
+@dataclass
+class PresetResult:
+    preset: str
+    spec: SweepSpec
+    analysis: Any  # isosim.fit.RunsAnalysis or None
+    n_star: Any  # DataFrame compute, n
+    error: str | None
+    evals: Any
+
+    def to_json(self) -> dict:
+        if self.analysis is not None:
+            return self.analysis.to_json()
+        return {"metric": METRIC, "sigmoid": None, "ci": None, "r2": None,
+                "n_star": [{"compute": float(c), "n": int(n)} for c, n in zip(self.n_star["compute"], self.n_star["n"])],
+                "frontier": [], "error": self.error}
+
+
+def analyse(preset: str, spec: SweepSpec, results, n_boot: int, seed: int = 0) -> PresetResult:
+    from .fit import analyse_runs
+    from .frontier import compute_optimal
+
+    ev = evaluations(results, split="val")
+    try:
+        an = analyse_runs(ev, metric=METRIC, n_boot=n_boot, seed=seed)
+        return PresetResult(preset, spec, an, an.n_star, None, ev)
+    except IsosimInputError as exc:
+        data = ev.assign(value=ev[METRIC])[["run", "n", "B_problem", "compute", "value"]]
+        n_star = compute_optimal(data[data["compute"] > 0], group=("n",))
+        return PresetResult(preset, spec, None, n_star, str(exc), ev)
+
+
+def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = None, backend: str = "local",
+                  address: str | None = None, progress: bool = True, n_boot: int | None = None) -> dict[str, PresetResult]:
+    out = Path(out)
+    n_boot = (50 if quick else 200) if n_boot is None else n_boot
+    results = {}
+    for preset, spec in reproduce_specs(quick).items():
+        store = run_sweep(spec, out / "sweeps" / spec.id, backend=backend, address=address, workers=workers,
+                          progress=progress)
+        results[preset] = analyse(preset, spec, store.read(), n_boot)
+    write_figures(results, out / "figures")
+    return results
+
+
+def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
+    from .frontier import frontier
+    from .plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
+
+    set_style()
+    written = []
+    for preset, res in results.items():
+        data = res.evals.assign(value=res.evals[METRIC])
+        data = data[data["compute"] > 0]
+        fig, (ax,) = new_figure()
+        plot_frontier(data, frontier(data), ax=ax)
+        ax.set_title(f"{preset}: validation {METRIC}")
+        written += save_figure(fig, folder / f"frontier-{preset}")
+        fig, (ax,) = new_figure()
+        plot_n_star(res.n_star, res.analysis.law if res.analysis is not None else None, ax=ax)
+        ax.set_title(f"{preset}: compute-optimal n*(C)")
+        written += save_figure(fig, folder / f"n-star-{preset}")
+    return written
+
+
+def report(results: dict[str, PresetResult]) -> str:
+    lines = []
+    for preset, res in results.items():
+        s = res.spec
+        lines.append(f"== {preset} (spec {s.id}: B_problem = {s.b_problem[0]}, n = {s.n[0]}..{s.n[-1]}, "
+                     f"budget {s.budget:.3g} rollouts, {len(s.seeds)} seed(s); validation {METRIC}) ==")
+        lines.append(f"{'compute':>12} {'n*':>6}")
+        ns = res.n_star
+        step = max(1, len(ns) // 12)
+        for c, n in list(zip(ns["compute"], ns["n"]))[::step]:
+            lines.append(f"{c:>12.3g} {int(n):>6}")
+        study = STUDY_Q1[preset]
+        if res.analysis is not None:
+            law = res.analysis.law
+            lines.append(f"{'':<12}{'isosim':>10}{'95% CI':>22}{'study':>10}")
+            for p in ("L", "k", "log10_C0", "b"):
+                lo, hi = law.ci.get(p, (np.nan, np.nan))
+                lines.append(f"{p:<12}{law.params()[p]:>10.2f}{f'[{lo:.2f}, {hi:.2f}]':>22}{study[p]:>10.2f}")
+            lines.append(f"{'L + b':<12}{law.saturation:>10.2f}{'':>22}{study['L'] + study['b']:>10.2f}"
+                         f"   (saturation: n* -> 2^{law.saturation:.1f} = {2 ** law.saturation:.0f})")
+            lines.append(f"R^2 = {law.r2:.3f}")
+        else:
+            lines.append(f"scaling law not fitted: {res.error}")
+        lines.append("")
+    return "\n".join(lines)
