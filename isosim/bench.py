@@ -60,7 +60,36 @@ def peak_memory_mb() -> tuple[float, float]:
     return res["peak_kb"] / 1024, res["import_kb"] / 1024
 
 
-def run_benchmarks(steps: int = 400) -> dict:
+BENCH_SWEEP = """
+id = "bench-sweep"
+question = "Q1"
+n = [2, 4]
+b_problem = [16]
+budget = 4000000
+seeds = [0, 1, 2, 3, 4, 5, 6, 7]
+[base.population]
+train_size = 500
+val_size = 50
+measure = "exact"
+[base.model]
+kind = "tabular"
+"""
+
+
+def sweep_throughput(workers: int) -> float:
+    """Configs per second of a 16-run sweep (runs of about a second) on the local backend with ``workers`` processes."""
+    import tempfile
+
+    from .sweep import SweepSpec, run_sweep
+
+    spec = SweepSpec.from_toml(BENCH_SWEEP)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        run_sweep(spec, tmp, workers=workers, progress=False)
+        return len(list(spec.runs(0))) / (time.perf_counter() - t0)
+
+
+def run_benchmarks(steps: int = 400, sweep: bool = True) -> dict:
     base = SimConfig().replace(allocation=Allocation(n=16, b_problem=32, steps=steps))
     rollouts = 16 * 32
     t_numba = _time_steps(kernels, base, steps)
@@ -70,7 +99,7 @@ def run_benchmarks(steps: int = 400) -> dict:
     peak, imported = peak_memory_mb()
     ev = EvalConfig(n_evals=12)
     rows = [len(simulate(base.replace(allocation={"steps": m}, eval=ev), 0).table) for m in (1000, 10000)]
-    return {
+    res = {
         "numba_rollouts_per_s": rollouts / t_numba,
         "numpy_rollouts_per_s": rollouts / t_numpy,
         "speedup": t_numpy / t_numba,
@@ -82,3 +111,7 @@ def run_benchmarks(steps: int = 400) -> dict:
         "trace_rows_m1000": rows[0],
         "trace_rows_m10000": rows[1],
     }
+    if sweep:
+        one, two = sweep_throughput(1), sweep_throughput(2)
+        res.update(sweep_configs_per_s_1_worker=one, sweep_configs_per_s_2_workers=two, sweep_speedup_2_workers=two / one)
+    return res

@@ -78,7 +78,7 @@ def test_python_dash_m_and_help():
 
 
 def test_bench_json_reports_ratios(capsys):
-    assert main(["bench", "--json", "--steps", "40"]) == 0
+    assert main(["bench", "--json", "--steps", "40", "--no-sweep"]) == 0
     res = json.loads(capsys.readouterr().out)
     for key in ("numba_rollouts_per_s", "numpy_rollouts_per_s", "speedup", "step_cost_ratio_n2048_n8"):
         assert res[key] > 0

@@ -10,13 +10,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark the simulation kernels (ratios measured in one run)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--steps", type=int, default=400, help="training steps timed per measurement")
+    p.add_argument("--no-sweep", action="store_true", help="skip the sweep throughput line")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..bench import run_benchmarks
 
-    res = run_benchmarks(steps=args.steps)
+    res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep)
     if args.json:
         print_json(res)
         return 0
@@ -27,4 +28,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  step time n=2048 / n=8: {res['step_cost_ratio_n2048_n8']:.2f}   (target <= 1.5)")
     print(f"  peak memory of one simulate: {res['simulate_peak_rss_mb']:.0f} MB (target < 300 MB)")
     print(f"  trace rows at M=1000 vs M=10000 (same n_evals): {res['trace_rows_m1000']} vs {res['trace_rows_m10000']}")
+    if "sweep_speedup_2_workers" in res:
+        print(f"  sweep: {res['sweep_configs_per_s_1_worker']:.2f} configs/s with 1 worker, "
+              f"{res['sweep_configs_per_s_2_workers']:.2f} with 2: {res['sweep_speedup_2_workers']:.2f}x (target >= 1.7x)")
     return 0

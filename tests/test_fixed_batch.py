@@ -1,0 +1,44 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from isosim import IsosimInputError
+from isosim.fixed_batch import analyse_fixed_batch, best_split
+from isosim.sweep import evaluations, get_spec, run_sweep
+
+
+def _synthetic(B=1024, steps=(10, 20, 40, 80, 160, 320, 640)):
+    """Reward peaks at n*(M) = 2^(2 + 5 / (1 + exp(-0.02 (M - 150)))): a known rising n*(M)."""
+    rows = []
+    for M in steps:
+        target = 2 + 5 / (1 + np.exp(-0.02 * (M - 150)))
+        for j in range(1, 10):
+            n = 2**j
+            for rep in range(2):
+                rows.append({"run": f"n{n}-r{rep}", "n": n, "B_problem": B // n, "step": M,
+                             "avg@4": 0.5 - 0.01 * (j - target) ** 2 + 1e-4 * rep})
+    return pd.DataFrame(rows)
+
+
+def test_best_split_tracks_the_optimum_and_b_problem_falls():
+    res = analyse_fixed_batch(_synthetic())
+    t = res.table
+    assert list(t["n"] * t["B_problem"]) == [1024] * len(t)
+    assert t["n"].is_monotonic_increasing and t["B_problem"].is_monotonic_decreasing
+    assert res.n_star is not None and res.n_star.k > 0
+    assert res.b_problem_star is not None and res.b_problem_star.k < 0 or res.b_problem_star.L < 0
+
+
+def test_mixed_total_batch_is_an_error():
+    df = _synthetic()
+    df.loc[0, "B_problem"] = 3
+    with pytest.raises(IsosimInputError, match="one total batch"):
+        best_split(df)
+
+
+def test_q2_testing_sweep_end_to_end(tmp_path):
+    spec = get_spec("q2-easy-testing")
+    ev = evaluations(run_sweep(spec, tmp_path / "q2", workers=1, progress=False).read())
+    res = analyse_fixed_batch(ev, steps=spec.steps)
+    assert set(res.table["M"]) == set(spec.steps)
+    assert (res.table["n"] * res.table["B_problem"] == spec.total_batch).all()

@@ -1,0 +1,30 @@
+"""The main job end to end at its quick size, and the figures it writes."""
+import json
+
+from isosim.cli import main
+from isosim.reproduce import STUDY_Q1, reproduce_specs
+
+
+def test_reproduce_quick_json_and_figures(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["reproduce", "--quick", "--out", str(out), "--json", "--n-boot", "5", "--workers", "2"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res) == {"easy", "hard"}
+    for preset, fit in res.items():
+        assert fit["metric"] == "avg@4"
+        assert {"sigmoid", "ci", "r2", "n_star", "frontier"} <= set(fit)
+        spec = reproduce_specs(True)[preset]
+        assert all(row["n"] in spec.n for row in fit["n_star"])
+        comps = [row["compute"] for row in fit["n_star"]]
+        assert comps == sorted(comps) and comps[-1] / comps[0] >= 100  # at least two decades
+        if fit["sigmoid"] is not None:
+            assert set(fit["sigmoid"]) == set(STUDY_Q1[preset])
+    for name in ("frontier-easy", "frontier-hard", "n-star-easy", "n-star-hard"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 1000
+        assert (out / "figures" / f"{name}.pdf").exists()
+    # a rerun reads the stored sweeps instead of recomputing them
+    stored = sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet"))
+    assert main(["reproduce", "--quick", "--out", str(out), "--n-boot", "0"]) == 0
+    assert sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet")) == stored
+    text = capsys.readouterr().out
+    assert "n*" in text and "study" in text or "not fitted" in text
