@@ -146,3 +146,53 @@ def test_sampled_estimates_agree_with_exact(small_cfg):
     for m in ("avg@4", "best@4", "worst@4"):
         # per-problem variance of an estimate <= 1/4 / ... bounded by 0.25 / samples-free: use 5 / sqrt(N) * 0.5
         assert np.all(np.abs(v[m] - v[f"{m}:sampled"]) < 5 * 0.5 / np.sqrt(400))
+
+
+def _pass_rates_after(cfg, steps, seed=0):
+    import importlib
+
+    sm = importlib.import_module("isosim.simulate")
+    from isosim import kernels
+    from isosim.population import build_population
+
+    pop = build_population(cfg.population, cfg.model)
+    S, r = pop.train.problems.base_logits.shape[1], pop.train.problems.features.shape[1]
+    fpar, ipar = sm.kernel_params(cfg)
+    st = sm._State(pop, S, r)
+    kernels.train_steps(np.random.default_rng(seed), *st.kernel_args(pop.train, cfg, fpar, ipar), 0, steps)
+    out = {}
+    for name, ps, use_u in (("train", pop.train, True), ("val", pop.val, False)):
+        out[name] = sm._evaluate(kernels, ps, st, fpar, use_u)[0]
+    return out, st
+
+
+@pytest.mark.parametrize("kind", ["strategies", "features"])
+def test_knobs_switch_transfer_and_interference(small_cfg, kind):
+    """shared = 0: validation problems never move (no transfer) and unsampled training problems
+    never move (no interference); shared > 0 moves both."""
+    cfg = small_cfg.replace(model={"kind": kind}, allocation={"b_problem": 16, "steps": 5})
+    base = _pass_rates_after(cfg, 0)[0]
+    local_only, st = _pass_rates_after(cfg.replace(model={"shared": 0.0, "local": 1.0}), 5)
+    assert np.allclose(local_only["val"], base["val"])
+    untouched = st.t_U == 0  # training problems never sampled in 5 steps of 16
+    assert untouched.sum() > 0
+    assert np.allclose(local_only["train"][untouched], base["train"][untouched])
+    assert not np.allclose(local_only["train"][~untouched], base["train"][~untouched])
+    shared, st = _pass_rates_after(cfg.replace(model={"shared": 1.0, "local": 0.0}, algo={"lr": 0.1}), 5)
+    assert not np.allclose(shared["val"], base["val"])
+    assert not np.allclose(shared["train"][untouched], base["train"][untouched])
+
+
+def test_features_common_sets_transfer_direction():
+    """With common = 1 every feature vector is the same: training moves validation pass rates up,
+    like the training set; with common = 0 the cross-talk has no preferred sign."""
+    gains = {}
+    for common in (1.0, 0.0):
+        cfg = SimConfig(model=ModelConfig(kind="features", common=common, dim=64),
+                        population=PopulationConfig(preset="hard", train_size=400, val_size=200, measure="exact"),
+                        algo=AlgoConfig(optimizer="sgd", lr=0.5), allocation=Allocation(n=16, b_problem=32, steps=100))
+        before = _pass_rates_after(cfg, 0)[0]["val"].mean()
+        after = _pass_rates_after(cfg, 100)[0]["val"].mean()
+        gains[common] = after - before
+    assert gains[1.0] > 0.05
+    assert abs(gains[0.0]) < 0.5 * gains[1.0]

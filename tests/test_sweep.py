@@ -150,3 +150,15 @@ def test_backends_give_identical_results(backend, tmp_path):
     local = run_sweep(spec, tmp_path / "local", backend="local", workers=2, progress=False).read()
     other = run_sweep(spec, tmp_path / backend, backend=backend, workers=2, progress=False).read()
     pd.testing.assert_frame_equal(_sorted(local), _sorted(other))
+
+
+def test_dask_backend_connects_to_a_running_cluster_by_address(tmp_path):
+    from distributed import LocalCluster
+
+    spec = get_spec("q1-easy-testing")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as cluster:
+        remote = run_sweep(spec, tmp_path / "remote", backend="dask", address=cluster.scheduler_address,
+                           progress=False).read()
+    local = run_sweep(spec, tmp_path / "local", backend="local", workers=1, progress=False).read()
+    pd.testing.assert_frame_equal(_sorted(local), _sorted(remote))
