@@ -87,7 +87,3 @@ def estimated_metric(c: np.ndarray, m: int, kind: str, k: int) -> np.ndarray:
     raise IsosimInputError(f"unknown metric kind {kind!r}")
 
 
-def nonzero_signal_probability(p: np.ndarray, n: int) -> np.ndarray:
-    """P(a group of n has both outcomes) = 1 - p^n - (1-p)^n."""
-    p = np.asarray(p, dtype=float)
-    return 1.0 - p**n - (1.0 - p) ** n

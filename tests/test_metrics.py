@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 from scipy.special import comb
 
 from isosim.errors import IsosimInputError
-from isosim.metrics import (estimated_metric, exact_metric, nonzero_signal_probability, parse_metric,
-                            pass_at_k_unbiased, population_metric, worst_at_k_unbiased)
+from isosim.metrics import (estimated_metric, exact_metric, parse_metric, pass_at_k_unbiased, population_metric,
+                            worst_at_k_unbiased)
 
 
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=30), st.integers(1, 64))
@@ -45,10 +45,3 @@ def test_parse_metric_and_population_metric():
     with pytest.raises(IsosimInputError):
         parse_metric("median@4")
     assert population_metric(np.array([0.0, 1.0]), "avg@4") == 0.5
-
-
-def test_nonzero_signal_probability_values_from_the_study():
-    assert nonzero_signal_probability(0.01, 8) == pytest.approx(0.077, abs=5e-4)
-    assert nonzero_signal_probability(0.01, 64) == pytest.approx(0.474, abs=5e-4)
-    assert nonzero_signal_probability(0.05, 8) == pytest.approx(0.337, abs=5e-4)
-    assert nonzero_signal_probability(0.05, 64) == pytest.approx(0.962, abs=5e-4)

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.special as sps
 import sympy as sp
 
+from .. import metrics
 from ..errors import IsosimInputError
 from ._core import ClosedForm, a, as_count, as_prob, b, c, k, m, p, register
 
@@ -32,14 +33,12 @@ from ._core import ClosedForm, a, as_count, as_prob, b, c, k, m, p, register
 
 def pass_at_k(p, k: int):
     """pass@k = 1 - (1 - p)^k (computed as -expm1(k log1p(-p)))."""
-    pr = as_prob(p)
-    with np.errstate(divide="ignore"):
-        return -np.expm1(k * np.log1p(-pr))
+    return metrics.exact_metric(as_prob(p), "best", k)
 
 
 def worst_at_k(p, k: int):
     """worst@k = p^k."""
-    return as_prob(p) ** k
+    return metrics.exact_metric(as_prob(p), "worst", k)
 
 
 def avg_at_k(p, k: int = 1):
@@ -79,16 +78,13 @@ def _estimator_args(c, m, k):
 def pass_at_k_unbiased(c, m: int, k: int):
     """Unbiased pass@k from c of m correct: 1 - prod_{j<k} (m - c - j)/(m - j)."""
     cc, m, k = _estimator_args(c, m, k)
-    j = np.arange(k, dtype=float)
-    fail = np.prod(np.maximum(m - cc[..., None] - j, 0.0) / (m - j), axis=-1)
-    return 1.0 - fail
+    return metrics.pass_at_k_unbiased(cc.astype(np.int64), m, k)
 
 
 def worst_at_k_unbiased(c, m: int, k: int):
     """Unbiased worst@k from c of m correct: prod_{j<k} (c - j)/(m - j)."""
     cc, m, k = _estimator_args(c, m, k)
-    j = np.arange(k, dtype=float)
-    return np.prod(np.maximum(cc[..., None] - j, 0.0) / (m - j), axis=-1)
+    return metrics.worst_at_k_unbiased(cc.astype(np.int64), m, k)
 
 
 def pass_at_k_unbiased_expr() -> sp.Expr:
