@@ -287,13 +287,22 @@ def _metric_column(d: pd.DataFrame, metric: str) -> pd.DataFrame:
     return d.reset_index(drop=True)
 
 
-def load_runs(path: str | Path, metric: str | None = None) -> pd.DataFrame:
-    """Read runs from CSV (.tsv: tab-separated; .parquet/.pq: Parquet) and :func:`validate_runs` them."""
+def load_runs(path: str | Path, metric: str | None = None, split: str = "val") -> pd.DataFrame:
+    """Read runs from CSV (.tsv: tab-separated; .parquet/.pq: Parquet), or the ``split``
+    evaluations of an ``isosim sweep`` directory, and :func:`validate_runs` them."""
     p = Path(path)
     if not p.exists():
         _fail(f"cannot read {p}: no such file")
     if p.is_dir():
-        _fail(f"cannot read {p}: it is a directory")
+        if not (p / "manifest.json").is_file():
+            _fail(f"cannot read {p}: a directory that is not an isosim sweep (no manifest.json)")
+        from .store import RunStore
+        from .sweep import evaluations
+
+        results = RunStore.load(p).read()
+        if results.empty:
+            _fail(f"{p} holds no finished runs yet")
+        return validate_runs(evaluations(results, split=split), metric)
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             df = pd.read_parquet(p)

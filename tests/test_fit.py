@@ -318,3 +318,12 @@ def test_scaling_law_fit_is_frozen():
     with pytest.raises(AttributeError):
         fit.L = 2.0
     assert fit.saturation == 5.0 and fit.predict(3.0) == pytest.approx(4.5)
+
+
+def test_load_runs_reads_a_sweep_directory(tmp_path):
+    from isosim.sweep import get_spec, run_sweep
+
+    store = run_sweep(get_spec("q1-hard-testing"), tmp_path / "sw", workers=1, progress=False)
+    runs = load_runs(store.root, "best@4")
+    assert {"run", "n", "B_problem", "compute", "best@4"} <= set(runs.columns)
+    assert runs["n"].nunique() == 3
