@@ -282,20 +282,14 @@ class SimConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "SimConfig":
-        try:
-            return cls.from_dict(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise IsosimInputError(f"malformed JSON config: {exc}") from None
+        return cls.from_dict(parse_text(text, "json", "config"))
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.to_dict())
 
     @classmethod
     def from_toml(cls, text: str) -> "SimConfig":
-        try:
-            return cls.from_dict(tomllib.loads(text))
-        except tomllib.TOMLDecodeError as exc:
-            raise IsosimInputError(f"malformed TOML config: {exc}") from None
+        return cls.from_dict(parse_text(text, "toml", "config"))
 
     def config_id(self) -> str:
         """Stable 16-hex-digit id: sha256 of the canonical JSON and the schema version."""
@@ -309,6 +303,17 @@ class SimConfig:
             current = getattr(self, name)
             new[name] = dataclasses.replace(current, **changes) if isinstance(changes, dict) else changes
         return dataclasses.replace(self, **new)
+
+
+def parse_text(text: str, fmt: str, what: str) -> dict[str, Any]:
+    """Parse TOML or JSON text into a dict; malformed text is an :class:`IsosimInputError`."""
+    try:
+        data = tomllib.loads(text) if fmt == "toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise IsosimInputError(f"malformed {fmt.upper()} {what}: {exc}") from None
+    if not isinstance(data, dict):
+        raise IsosimInputError(f"a {what} must be a table of settings")
+    return data
 
 
 _SECTION_TYPES = {

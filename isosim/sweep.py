@@ -14,7 +14,6 @@ import dataclasses
 import json
 import sys
 import time
-import tomllib
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
-from .config import SimConfig
+from .config import SimConfig, parse_text
 from .errors import IsosimInputError
 from .store import RunStore
 
@@ -145,10 +144,7 @@ class SweepSpec:
 
     @classmethod
     def from_toml(cls, text: str) -> "SweepSpec":
-        try:
-            return cls.from_dict(tomllib.loads(text))
-        except tomllib.TOMLDecodeError as exc:
-            raise IsosimInputError(f"malformed TOML sweep spec: {exc}") from None
+        return cls.from_dict(parse_text(text, "toml", "sweep spec"))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

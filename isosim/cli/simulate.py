@@ -57,19 +57,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_trace(trace, out: Path) -> None:
-    """Write the trace table (and snapshots beside it, if any) atomically."""
+    """Write the trace table (and its snapshots beside it, if any), each atomically."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    if out.suffix == ".parquet":
-        trace.table.to_parquet(tmp, index=False)
-    else:
-        trace.table.to_csv(tmp, index=False)
-    tmp.replace(out)
+    _write_table(trace.table, out)
     if len(trace.snapshots):
-        snap = out.with_name(out.stem + ".snapshots" + out.suffix)
-        tmp = snap.with_name(snap.name + ".tmp")
-        if out.suffix == ".parquet":
-            trace.snapshots.to_parquet(tmp, index=False)
-        else:
-            trace.snapshots.to_csv(tmp, index=False)
-        tmp.replace(snap)
+        _write_table(trace.snapshots, out.with_name(out.stem + ".snapshots" + out.suffix))
+
+
+def _write_table(df, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    if path.suffix == ".parquet":
+        df.to_parquet(tmp, index=False)
+    else:
+        df.to_csv(tmp, index=False)
+    tmp.replace(path)
