@@ -11,10 +11,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--steps", type=int, default=400, help="training steps timed per measurement")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep throughput line")
+    p.add_argument("--lm", action="store_true", help="benchmark the small-LM path instead (needs the lm extra)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device for --lm")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.lm:
+        return _run_lm(args)
     from ..bench import run_benchmarks
 
     res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep)
@@ -31,4 +35,19 @@ def run(args: argparse.Namespace) -> int:
     if "sweep_speedup_2_workers" in res:
         print(f"  sweep: {res['sweep_configs_per_s_1_worker']:.2f} configs/s with 1 worker, "
               f"{res['sweep_configs_per_s_2_workers']:.2f} with 2: {res['sweep_speedup_2_workers']:.2f}x (target >= 1.7x)")
+    return 0
+
+
+def _run_lm(args: argparse.Namespace) -> int:
+    from ..errors import IsosimInputError
+
+    try:
+        from ..lm.bench import format_lm_benchmark, lm_benchmark
+    except ImportError:
+        raise IsosimInputError('isosim bench --lm needs PyTorch: pip install -e ".[lm]"') from None
+    res = lm_benchmark(args.device)
+    if args.json:
+        print_json(res)
+    else:
+        print(format_lm_benchmark(res))
     return 0

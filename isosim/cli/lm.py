@@ -1,0 +1,51 @@
+"""``isosim lm validate``: a small GPT trained by real GRPO, measured n*(C) against the surrogate's.
+
+Needs PyTorch (the ``lm`` extra); torch is imported only when the command runs.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import IsosimInputError
+from ._options import print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lm", help="small-LM validation: real GRPO on a tiny GPT vs the surrogate's n*(C)",
+                       description="Train a small GPT from scratch on a chained modular-arithmetic task, run a Q1 "
+                                   "grid of real GRPO runs on easy and hard subsets, and compare the measured "
+                                   "compute-optimal n*(C) with the one isosim's surrogate predicts (needs torch).")
+    acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
+    acts.required = True
+    v = acts.add_parser("validate", help="measured vs predicted n*(C) (writes JSON lines, figures, a report)")
+    v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores)")
+    v.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="torch device (default cpu)")
+    v.add_argument("--out", default="isosim-out/lm", metavar="DIR",
+                   help="results, base model, figures and report (default ./isosim-out/lm/); reused when rerun")
+    v.add_argument("--json", action="store_true", help="print the result as JSON")
+    v.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    v.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import torch
+    except ImportError:
+        raise IsosimInputError('PyTorch is not installed: pip install -e ".[lm]"') from None
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise IsosimInputError("--device cuda: no CUDA device is available")
+    if args.threads < 1:
+        raise IsosimInputError("--threads must be >= 1")
+    torch.set_num_threads(args.threads)
+    from ..lm.validate import run_validate
+
+    log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else (lambda s: print(s, flush=True))
+    res = run_validate(args.out, quick=args.quick, device=args.device, log=log)
+    if args.json:
+        print_json(res.to_json())
+        return 0
+    print()
+    print((res.out / "report.md").read_text(), end="")
+    print(f"results, figures and report in {args.out}/")
+    return 0

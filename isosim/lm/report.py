@@ -1,0 +1,123 @@
+"""Figures and the short Markdown report of ``isosim lm validate``."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .task import OPS
+
+
+def write_figures(res, out: Path) -> list[Path]:
+    """``lm_validation.png/pdf``: per subset, measured and surrogate validation avg@1 against
+    compute (one line per n) and log2 n*(C) measured vs predicted; ``lm_base.png/pdf``: the
+    base model's pass-rate histogram on the pool and its per-skill error against the teacher's."""
+    import seaborn as sns
+
+    from isosim.plotting import new_figure, save_figure, set_style
+
+    set_style()
+    names = list(res.measured)
+    fig = new_figure(ncols=3, width=3.6, height=2.9 * len(names))[0]
+    fig.clear()
+    axes = fig.subplots(len(names), 3, squeeze=False)
+    grid = res.plan["n_grid"]
+    pal = dict(zip(grid, sns.color_palette("viridis", len(grid))))
+    for row, name in enumerate(names):
+        cur = res.curves[name]
+        for col, (key, base, title) in enumerate((("measured", cur["base_value"], "LM (measured)"),
+                                                  ("surrogate", cur["base_surrogate"], "surrogate (predicted)"))):
+            ax = axes[row, col]
+            for n in grid:
+                pts = sorted(cur[key].get(n, {}).items())
+                if pts:
+                    c, v = zip(*pts)
+                    ax.plot(c, v, "o-", ms=3, lw=1.2, color=pal[n], label=f"n={n}")
+            ax.axhline(base, color="grey", lw=0.8, ls=":")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("compute C (rollouts)")
+            ax.set_ylabel("validation avg@1")
+            ax.set_title(f"{name}: {title}", fontsize="small")
+            if col == 0:
+                ax.legend(fontsize="x-small", ncols=2)
+        ax = axes[row, 2]
+        for key, mk, lab in (("measured", "o-", "measured"), ("predicted", "s--", "predicted")):
+            pts = getattr(res, key)[name]
+            ax.plot([p["compute"] for p in pts], [math.log2(p["n"]) for p in pts], mk, ms=4, label=lab)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("compute C (rollouts)")
+        ax.set_ylabel("log2 n*")
+        ax.set_title(f"{name}: n*(C), mean |log2 error| {res.agreement[name]['mean_abs_log2_error']:.2f}",
+                     fontsize="small")
+        ax.legend(fontsize="x-small")
+    paths = save_figure(fig, out / "lm_validation")
+
+    fig, (a0, a1) = new_figure(ncols=2, width=3.8, height=3.0)
+    hist = np.asarray(res.pool["histogram"], float)
+    edges = np.linspace(0, 1, len(hist) + 1)
+    a0.bar(edges[:-1], hist, width=np.diff(edges), align="edge", color="#5c8fbf", edgecolor="white")
+    for lo, hi, c in ((0.3, 0.6, "tab:green"), (0.0, 0.0625, "tab:red")):
+        a0.axvspan(lo, hi, color=c, alpha=0.12)
+    a0.set_xlabel(f"base avg@{res.config.measure_samples}")
+    a0.set_ylabel("problems")
+    a0.set_title("base pass rates on the pool (easy, hard bands)", fontsize="small")
+    em, et = np.asarray(res.base["skill_error_model"]), np.asarray(res.base["skill_error_teacher"])
+    for op in range(3):
+        a1.scatter(et[op], em[op], s=14, label=f"op {OPS[op]}")
+    a1.plot([0, 1], [0, 1], color="grey", lw=0.8)
+    a1.set_xlabel("teacher error rate")
+    a1.set_ylabel("base model error rate")
+    a1.set_title("per-skill error (teacher forcing)", fontsize="small")
+    a1.legend(fontsize="x-small")
+    paths += save_figure(fig, out / "lm_base")
+    return paths
+
+
+def report_text(res) -> str:
+    cfg, b = res.config, res.base
+    lines = [
+        f"# Small-LM validation ({cfg.name} configuration, device {res.device})",
+        "",
+        f"Base model: {cfg.model.n_layer}-layer GPT, n_embd {cfg.model.n_embd}, {b['params']:,} parameters, trained "
+        f"from scratch on teacher traces ({b['steps']} steps of {cfg.sft.batch}, {b['seconds']:.0f} s, final loss "
+        f"{b['final_loss']:.3f}). Task: k in [{cfg.task.k_min}, {cfg.task.k_max}] operations mod 10. Per-skill error "
+        f"against the teacher's: mean |model - teacher| = {b['skill_error_mean_abs_diff']:.3f} over 30 skills.",
+        "",
+        f"Pool: {res.pool['size']} problems, base avg@{cfg.measure_samples} histogram (16 bins over [0, 1]): "
+        f"{[int(h) for h in res.pool['histogram']]}; correlation with the teacher's exact pass rates "
+        f"{res.pool['teacher_pass_rate_corr']:.2f}.",
+        "",
+        "| subset | train | validation | base avg@16 train | base avg@16 val |",
+        "|---|---|---|---|---|",
+    ]
+    for name, s in res.subsets.items():
+        lines.append(f"| {name} | {s['train']} | {s['val']} | {s['train_mean']:.3f} | {s['val_mean']:.3f} |")
+    lines += [
+        "",
+        f"Q1 grid: B_problem = {cfg.b_problem}, n in {res.plan['n_grid']}, C_max = {res.plan['budget']} rollouts"
+        f"{' (shrunk to fit the time budget)' if res.plan['shrunk'] else ''}, GRPO lr {cfg.grpo.lr:g} (AdamW, constant), "
+        f"scale_rewards={cfg.grpo.scale_rewards}, loss_agg={cfg.grpo.loss_agg}; validation avg@1 from "
+        f"{cfg.eval_samples} samples per problem.",
+        "n*(C): arg-max over n of the best-so-far validation avg@1 at each budget. Surrogate: strategies model on "
+        f"the measured pass rates ({cfg.pass_rate_estimate} estimate), same n, B_problem and M; its learning rate "
+        "fitted to the LM's curve at the reference n only.",
+        "",
+    ]
+    for name in res.measured:
+        cal = res.calibration[name]
+        lines += [f"## {name}", "",
+                  f"Surrogate lr {cal['lr']:g} fitted at n = {cal['n_ref']} (rmse of the gain curve {cal['rmse']:.3f}).",
+                  "", "| C (rollouts) | n* measured | its avg@1 (± s.e.) | runner-up | n* predicted |",
+                  "|---|---|---|---|---|"]
+        pm = {p["compute"]: p["n"] for p in res.predicted[name]}
+        n_eval = res.subsets[name]["val"] * cfg.eval_samples
+        for p in res.measured[name]:
+            se = math.sqrt(max(p["value"] * (1 - p["value"]), 0.0) / n_eval)
+            ru = f"n={p['runner_up']}: {p['runner_up_value']:.3f}" if "runner_up" in p else "-"
+            lines.append(f"| {p['compute']} | {p['n']} | {p['value']:.3f} ± {se:.3f} | {ru} | {pm.get(p['compute'], '-')} |")
+        base = ", ".join(f"{k}: {v:.2f}" for k, v in res.baselines[name].items())
+        lines += ["", f"Agreement: mean |log2 n*_measured - log2 n*_predicted| = "
+                  f"{res.agreement[name]['mean_abs_log2_error']:.2f} (constant predictors: {base}).", ""]
+    lines.append(f"Wall time {res.seconds:.0f} s. Figures: lm_validation.png, lm_base.png; raw data: results.jsonl.")
+    return "\n".join(lines) + "\n"
