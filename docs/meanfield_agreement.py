@@ -1,0 +1,49 @@
+"""Mean field vs simulation on the Q1 sweeps of ``isosim reproduce``: the numbers in docs/planner.md.
+
+    python docs/meanfield_agreement.py ISOSIM_OUT     # the --out folder of a full `isosim reproduce`
+"""
+import sys
+import time
+from pathlib import Path
+
+from isosim.meanfield import agreement, fit_n_star_law, n_star, predict
+from isosim.store import RunStore
+from isosim.sweep import SweepSpec, evaluations
+
+
+def main(root: Path) -> None:
+    for preset in ("easy", "hard"):
+        store = RunStore.load(root / "sweeps" / f"q1-{preset}")
+        spec = SweepSpec.from_dict(store.manifest["spec"])
+        sim = evaluations(store.read(), "val")
+        t0 = time.perf_counter()
+        curves = predict(spec.base, spec.allocations(), spec.budget)
+        took = time.perf_counter() - t0
+        print(f"## {preset}: {len(spec.allocations())} allocations, mean field {took:.1f} s (incl. the population)")
+        print("| metric | curve RMSE | max abs error | seed sd | log2 n* within 1 | max abs d log2 n* | max regret |")
+        print("|---|---|---|---|---|---|---|")
+        for metric in ("avg@4", "best@4", "worst@4"):
+            a = agreement(sim, curves, metric)
+            print(f"| {metric} | {a.curve_rmse:.4f} | {a.curve_max:.4f} | {a.seed_sd:.4f} | "
+                  f"{a.within_one:.0%} of {len(a.n_star)} | {a.max_dlog2:.0f} | {a.regret:.4f} |")
+        a = agreement(sim, curves, "avg@4")
+        t = a.n_star
+        print("\n| compute | n* sim | n* mean field (same fits) | n* mean field (raw curves) |")
+        print("|---|---|---|---|")
+        for i in range(0, len(t), 4):
+            r = t.iloc[i]
+            print(f"| {r.compute:.3g} | {int(r.n_sim)} | {int(r.n_mf)} | {int(r.n_mf_raw)} |")
+        laws = {
+            "simulation": fit_n_star_law(t.rename(columns={"n_sim": "n"})),
+            "mean field, same fits": fit_n_star_law(t.rename(columns={"n_mf": "n"})),
+            "mean field, raw curves": fit_n_star_law(n_star(curves, "avg@4")),
+        }
+        print("\n| n*(C) sigmoid | L | k | log10 C0 | b | R^2 |\n|---|---|---|---|---|---|")
+        for name, law in laws.items():
+            print(f"| {name} | " + ("n* constant: no sigmoid | | | | |" if law is None else
+                  f"{law.L:.2f} | {law.k:.2f} | {law.log10_C0:.2f} | {law.b:.2f} | {law.r2:.3f} |"))
+        print()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "isosim-out"))

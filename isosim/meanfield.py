@@ -1,0 +1,713 @@
+"""Mean-field dynamics: the expected evolution of a surrogate population under GRPO.
+
+One GRPO step draws B_problem of the D training problems, samples a group of n rollouts
+per problem and ascends the batch mean of the per-group logit gradient
+``g = (1/n) sum_s c_s A_s (e_s - pi)`` (see :mod:`isosim.kernels`). Every advantage here
+(grpo, drgrpo, rloo) depends on a rollout only through its reward and the group's count
+of correct rollouts c, and sums to zero over the group, so ``g_s = c_s A(Y_s, c) / n``.
+Given c, the counts of the correct types are Multinomial(c, pi_s / p) and those of the
+wrong types Multinomial(n - c, pi_s / (1 - p)). With ``c' ~ Bin(n-1, p)``,
+``c'' ~ Bin(n-2, p)``, ``A+ = A(1, .)``, ``A- = A(0, .)``:
+
+    E[g_s]   = pi_s E[A+(c'+1)]                                         (Y_s = 1)
+             = pi_s E[A-(c')]                                           (Y_s = 0)
+    E[g_s^2] = pi_s E[A+(c'+1)^2] / n + pi_s^2 (n-1)/n E[A+(c''+2)^2]   (Y_s = 1)
+             = pi_s E[A-(c')^2]   / n + pi_s^2 (n-1)/n E[A-(c'')^2]     (Y_s = 0)
+
+that is ``E[g_s] = pi_s (Y_s / p - (1 - Y_s) / (1 - p)) h(n, p)`` with
+``h = E[c (n - c) / n^2 / (sigma(c) + eps)]`` (grpo), ``(n-1) p (1-p) / n`` (drgrpo),
+``p (1 - p)`` (rloo). The expectations are tabulated per n on a logit grid of p.
+
+The recursion follows the expected parameters. Each step every training problem
+contributes its expected gradient with weight 1/D (a batch slot is a uniform draw); the
+result is chained to beta and V and given to the optimiser. Sampling noise enters Adam
+through its second moment: per coordinate ``v`` relaxes to ``E[G]^2 + Var[G]``, with
+``Var[G] = (mean_i E[g_i^2] - (mean_i E[g_i])^2) / B_problem`` the variance of the
+batch-mean gradient (between problems and within groups; exact for draws with
+replacement), so a noisy coordinate moves by ``lr E[G] / sqrt(E[G]^2 + Var[G])`` per
+step. Steps are integrated K at a time (K grows geometrically with the steps done and is
+capped by the policy change of one macro step); each coordinate's step is damped by
+``1 + K lr r`` with ``r`` its restoring rate, a diagonally implicit Euler step that keeps
+stiff coordinates from overshooting.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numba import njit
+from scipy.special import expit, gammaln
+
+from .config import SimConfig
+from .errors import IsosimInputError
+from .models import learn_mask, model_module
+from .population import Population, build_population
+
+#: the logit grid of p on which the signal expectations are tabulated
+GRID_LOGIT = np.linspace(-16.0, 16.0, 1025)
+#: logits more than this far below a row's top get weight e^-FLOOR (no subnormal numbers)
+FLOOR = 30.0
+
+
+# --- the expected group gradient ---------------------------------------------------------
+
+def advantages(n: int, advantage: str, std_eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """``A+(c)`` and ``A-(c)`` for c = 0..n: the advantage of a correct / wrong rollout."""
+    c = np.arange(n + 1, dtype=float)
+    rbar = c / n
+    if advantage == "grpo":
+        sd = np.sqrt(rbar * (1.0 - rbar)) + std_eps
+        safe = np.where(sd > 0, sd, 1.0)
+        return np.where(sd > 0, (1.0 - rbar) / safe, 0.0), np.where(sd > 0, -rbar / safe, 0.0)
+    if advantage == "drgrpo":
+        return 1.0 - rbar, -rbar
+    if advantage == "rloo":
+        if n < 2:
+            return np.zeros(n + 1), np.zeros(n + 1)
+        return (n - c) / (n - 1), -c / (n - 1)
+    raise IsosimInputError(f"unknown advantage {advantage!r}")
+
+
+def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
+    """Binomial(m, p) pmf at k = 0..m for each p in the column ``p``: (len(p), m + 1)."""
+    k = np.arange(m + 1)
+    logc = gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1)
+    return np.exp(logc + k * np.log(p) + (m - k) * np.log1p(-p))
+
+
+@functools.lru_cache(maxsize=64)
+def signal_table(n: int, advantage: str = "grpo", std_eps: float = 1e-6) -> np.ndarray:
+    """(8, G) table on :data:`GRID_LOGIT`: E[A+(c'+1)], E[A-(c')], E[A+(c'+1)^2] / n,
+    E[A-(c')^2] / n, (n-1)/n E[A+(c''+2)^2], (n-1)/n E[A-(c'')^2], and the derivatives of
+    the first two with respect to logit(p)."""
+    p = expit(GRID_LOGIT)[:, None]
+    ap, am = advantages(n, advantage, std_eps)
+    out = np.zeros((8, GRID_LOGIT.size))
+    if n < 2:
+        return out
+    k1 = np.arange(n)
+    w1 = _binom_pmf(n - 1, p)
+    out[0], out[1] = w1 @ ap[k1 + 1], w1 @ am[k1]
+    out[2], out[3] = w1 @ ap[k1 + 1] ** 2 / n, w1 @ am[k1] ** 2 / n
+    k2 = np.arange(n - 1)
+    w2 = _binom_pmf(n - 2, p)
+    out[4], out[5] = (n - 1) / n * (w2 @ ap[k2 + 2] ** 2), (n - 1) / n * (w2 @ am[k2] ** 2)
+    out[6], out[7] = np.gradient(out[0], GRID_LOGIT), np.gradient(out[1], GRID_LOGIT)
+    return out
+
+
+def signal_h(n: int, p, advantage: str = "grpo", std_eps: float = 1e-6) -> np.ndarray:
+    """``h(n, p) = p E[A+(c'+1)]``: the expected per-group signal, ``E[g_s] = pi_s (Y_s/p - (1-Y_s)/(1-p)) h``."""
+    p = np.asarray(p, float)
+    return p * lookup(signal_table(int(n), advantage, float(std_eps)), p)[0]
+
+
+def lookup(table: np.ndarray, p) -> np.ndarray:
+    """Linear interpolation of ``table`` (rows on :data:`GRID_LOGIT`) at pass rates ``p``."""
+    pc = np.clip(np.asarray(p, dtype=float), 1e-12, 1.0 - 1e-12)
+    x = np.log(pc) - np.log1p(-pc)
+    g0, dg = GRID_LOGIT[0], GRID_LOGIT[1] - GRID_LOGIT[0]
+    u = np.clip((x - g0) / dg, 0.0, GRID_LOGIT.size - 1.000001)
+    j = u.astype(np.int64)
+    f = u - j
+    return table[:, j] * (1.0 - f) + table[:, j + 1] * f
+
+
+def _row_table(n: int, advantage: str, std_eps: float, p: np.ndarray) -> np.ndarray:
+    """(10, D): the table at each row's pass rate, then 1/p and -1/(1-p)."""
+    out = np.empty((10, p.shape[0]))
+    _lookup_rows(signal_table(int(n), advantage, float(std_eps)), GRID_LOGIT[0], GRID_LOGIT[1] - GRID_LOGIT[0],
+                 np.ascontiguousarray(p, dtype=float), out)
+    return out
+
+
+@njit(cache=True)
+def _lookup_rows(table, g0, dg, p, out):
+    G = table.shape[1]
+    for i in range(p.shape[0]):
+        q = min(max(p[i], 1e-12), 1.0 - 1e-12)
+        u = min(max((math.log(q) - math.log1p(-q) - g0) / dg, 0.0), G - 1.000001)
+        j = int(u)
+        f = u - j
+        for row in range(table.shape[0]):
+            out[row, i] = table[row, j] * (1.0 - f) + table[row, j + 1] * f
+        out[8, i] = 1.0 / q
+        out[9, i] = -1.0 / (1.0 - q)
+
+
+@njit(cache=True)
+def _coeffs(t, i, c):
+    """Row i's moment coefficients: (wrong-type value, correct minus wrong) for F, the two
+    second-moment terms and dF/dl."""
+    c[0], c[2], c[4], c[6] = t[1, i], t[3, i], t[5, i], t[7, i] * t[9, i]
+    c[1], c[3], c[5], c[7] = t[0, i] - c[0], t[2, i] - c[2], t[4, i] - c[4], t[6, i] * t[8, i] - c[6]
+
+
+@njit(cache=True)
+def _moments(pi, Y, t, mean, sq, jac):
+    """Fill E[g], E[g^2] and dE[g_s]/dl_s per (row, type) from the row tables ``t``."""
+    D, S = pi.shape
+    c = np.empty(8)
+    for i in range(D):
+        _coeffs(t, i, c)
+        for s in range(S):
+            q, y = pi[i, s], Y[i, s]
+            m = q * (c[0] + y * c[1])
+            mean[i, s] = m
+            sq[i, s] = q * (c[2] + y * c[3] + q * (c[4] + y * c[5]))
+            jac[i, s] = m * (1.0 - q) + q * q * (c[6] + y * c[7])
+
+
+@dataclass(frozen=True)
+class GroupMoments:
+    """Per (problem, type): ``mean = E[g_s]``, ``sq = E[g_s^2]``, ``jac = dE[g_s]/dl_s``."""
+
+    mean: np.ndarray
+    sq: np.ndarray
+    jac: np.ndarray
+
+
+def group_moments(pi: np.ndarray, y: np.ndarray, n: int, advantage: str = "grpo",
+                  std_eps: float = 1e-6) -> GroupMoments:
+    """Moments of one group's logit gradient for each row of ``pi`` (rewards ``y``).
+
+    With ``E[g_s] = pi_s F_s(p)``, ``dpi_s/dl_s = pi_s (1 - pi_s)`` and
+    ``dp/dl_s = pi_s (Y_s - p)``: ``jac_s = pi_s (1 - pi_s) F_s + pi_s^2 (Y_s - p) F_s'(p)``.
+    """
+    pi2 = np.atleast_2d(np.asarray(pi, float))
+    y2 = np.broadcast_to(np.asarray(y, float), pi2.shape)
+    t = _row_table(n, advantage, std_eps, (pi2 * y2).sum(axis=1))
+    out = [np.empty_like(pi2) for _ in range(3)]
+    _moments(pi2, np.ascontiguousarray(y2), t, *out)
+    return GroupMoments(*(o.reshape(np.shape(pi)) for o in out))
+
+
+# --- policy and reductions without BLAS (its threads stall on a busy machine; r is small) ---
+
+@njit(cache=True)
+def _shifted_logits(L0, bias, Z, V, U, us, out):
+    """``out_i = L0_i + bias + Z_i V + us U_i`` (U may have no rows) minus the row's maximum,
+    floored at -FLOOR (no subnormal numbers after exp, which would slow every product)."""
+    D, S = L0.shape
+    use_u = U.shape[0] == D
+    for i in range(D):
+        x = out[i]
+        for s in range(S):
+            x[s] = L0[i, s] + bias[s]
+        for k in range(Z.shape[1]):
+            z = Z[i, k]
+            for s in range(S):
+                x[s] += z * V[k, s]
+        if use_u:
+            for s in range(S):
+                x[s] += us * U[i, s]
+        mx = x.max()
+        for s in range(S):
+            x[s] = max(x[s] - mx, -FLOOR)
+    return out
+
+
+@njit(cache=True)
+def _normalise(e, Y, p):
+    """Rows of ``e`` divided by their sums (in place); ``p_i = e_i . Y_i``."""
+    for i in range(e.shape[0]):
+        x = e[i]
+        inv = 1.0 / x.sum()
+        acc = 0.0
+        for s in range(x.shape[0]):
+            x[s] *= inv
+            acc += x[s] * Y[i, s]
+        p[i] = acc
+
+
+@njit(cache=True)
+def _reduce(Z, mean, sq, jac, out_s, out_v):
+    """Column sums of mean, sq, jac (``out_s`` (3, S)) and ``Z.T @ mean``, ``(Z^2).T @ sq``,
+    ``(Z^2).T @ jac`` (``out_v`` (3, r, S))."""
+    out_s[:, :] = 0.0
+    out_v[:, :, :] = 0.0
+    D, S = mean.shape
+    for i in range(D):
+        for s in range(S):
+            out_s[0, s] += mean[i, s]
+            out_s[1, s] += sq[i, s]
+            out_s[2, s] += jac[i, s]
+        for k in range(Z.shape[1]):
+            z = Z[i, k]
+            z2 = z * z
+            for s in range(S):
+                out_v[0, k, s] += z * mean[i, s]
+                out_v[1, k, s] += z2 * sq[i, s]
+                out_v[2, k, s] += z2 * jac[i, s]
+
+
+@njit(cache=True)
+def _fused_stats(pi, Y, t, Z, out_s, out_v):
+    """:func:`_moments` and :func:`_reduce` in one pass, without the (D, S) intermediates."""
+    out_s[:, :] = 0.0
+    out_v[:, :, :] = 0.0
+    D, S = pi.shape
+    r = Z.shape[1]
+    c = np.empty(8)
+    ms = np.empty((3, S))
+    for i in range(D):
+        _coeffs(t, i, c)
+        for s in range(S):
+            q, y = pi[i, s], Y[i, s]
+            m = q * (c[0] + y * c[1])
+            ms[0, s] = m
+            ms[1, s] = q * (c[2] + y * c[3] + q * (c[4] + y * c[5]))
+            ms[2, s] = m * (1.0 - q) + q * q * (c[6] + y * c[7])
+            out_s[0, s] += ms[0, s]
+            out_s[1, s] += ms[1, s]
+            out_s[2, s] += ms[2, s]
+        for k in range(r):
+            z = Z[i, k]
+            z2 = z * z
+            for s in range(S):
+                out_v[0, k, s] += z * ms[0, s]
+                out_v[1, k, s] += z2 * ms[1, s]
+                out_v[2, k, s] += z2 * ms[2, s]
+
+
+@njit(cache=True)
+def _policy_change(pi, Z, db, dV, dU, us, stride, out):
+    """``out_j = sum_s pi_is |dl_is - pi_i . dl_i|`` (``||d pi_i||_1`` to first order) for
+    ``dl_i = db + Z_i dV + us dU_i`` and rows ``i = j * stride``."""
+    D, S = pi.shape
+    use_u = dU.shape[0] == D
+    dl = np.empty(S)
+    for j in range(out.shape[0]):
+        i = j * stride
+        for s in range(S):
+            dl[s] = db[s]
+        for k in range(Z.shape[1]):
+            z = Z[i, k]
+            for s in range(S):
+                dl[s] += z * dV[k, s]
+        if use_u:
+            for s in range(S):
+                dl[s] += us * dU[i, s]
+        mean = 0.0
+        for s in range(S):
+            mean += pi[i, s] * dl[s]
+        tv = 0.0
+        for s in range(S):
+            tv += pi[i, s] * abs(dl[s] - mean)
+        out[j] = tv
+    return out
+
+
+# --- the recursion -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Arrays:
+    """The kernel's view of a population, plus the path scales."""
+
+    L0: np.ndarray
+    Z: np.ndarray
+    Y: np.ndarray
+    val_L0: np.ndarray
+    val_Z: np.ndarray
+    val_Y: np.ndarray
+    mask: np.ndarray
+    bs: float
+    vs: float
+    us: float
+
+
+def _arrays(config: SimConfig, pop: Population, max_train: int | None, seed: int) -> _Arrays:
+    tr, va = pop.train.problems, pop.val.problems
+    idx = np.arange(len(tr))
+    if max_train is not None and len(tr) > max_train:
+        idx = np.sort(np.random.default_rng(seed).choice(len(tr), max_train, replace=False))
+    sc = model_module(config.model).path_scales(config.model)
+    c = np.ascontiguousarray
+    return _Arrays(c(tr.base_logits[idx]), c(tr.features[idx]), c(tr.rewards[idx]), c(va.base_logits),
+                   c(va.features), c(va.rewards), learn_mask(config.model), sc.beta, sc.v, sc.u)
+
+
+@dataclass
+class _Block:
+    """One parameter block with its Adam moments."""
+
+    x: np.ndarray
+    m: np.ndarray
+    v: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Stats:
+    """A block's batch-mean gradient per step: mean, variance and diagonal Jacobian."""
+
+    g: np.ndarray
+    var: np.ndarray
+    jac: np.ndarray
+
+
+class _Integrator:
+    """Expected parameters and optimiser moments, advanced K GRPO steps at a time."""
+
+    def __init__(self, config: SimConfig, A: _Arrays, d_full: int):
+        a, al = config.algo, config.allocation
+        self.A, self.algo = A, a
+        self.n, self.bp, self.d_full = al.n, al.b_problem, d_full
+        self.lr = a.lr_at(al.n * al.b_problem)
+        S, r = A.L0.shape[1], A.Z.shape[1]
+        shapes = {"beta": (S,), "V": (r, S)}
+        if A.us > 0:
+            shapes["U"] = A.L0.shape
+        self.blocks = {k: _Block(*(np.zeros(sh) for _ in range(3))) for k, sh in shapes.items()}
+        self.t = 0
+        self.t_u = 0.0
+        self.ref = None
+        if a.kl_coef > 0 or a.entropy_coef > 0:
+            self.ref, _ = self.policy(A.L0, A.Z, A.Y, False, base=True)
+
+    def policy(self, L0, Z, Y, use_u: bool, base: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Pass-rate-level view of the expected parameters: ``pi`` and ``p`` of each row."""
+        A, b = self.A, self.blocks
+        S, r = L0.shape[1], Z.shape[1]
+        bias = np.zeros(S) if base else A.bs * b["beta"].x
+        V = np.zeros((r, S)) if base else A.vs * b["V"].x
+        U = b["U"].x if use_u and "U" in b and not base else np.zeros((0, S))
+        pi = np.exp(_shifted_logits(L0, bias, Z, V, U, A.us, np.empty(L0.shape)))
+        p = np.empty(L0.shape[0])
+        _normalise(pi, Y, p)
+        return pi, p
+
+    def stats(self, pi: np.ndarray, p: np.ndarray) -> dict[str, _Stats]:
+        """Per-step gradient statistics of every block at the current expected parameters."""
+        A, a = self.A, self.algo
+        t = _row_table(self.n, a.advantage, a.std_eps, p)
+        D, S = pi.shape
+        red_s, red_v = np.empty((3, S)), np.empty((3, A.Z.shape[1], S))
+        rows = self.ref is not None or "U" in self.blocks
+        if rows:
+            mean, sq, jac = (np.empty_like(pi) for _ in range(3))
+            _moments(pi, A.Y, t, mean, sq, jac)
+            if self.ref is not None:
+                logpi, logref = np.log(pi), np.log(self.ref)
+                kl = (pi * (logpi - logref)).sum(axis=1, keepdims=True)
+                ent = -(pi * logpi).sum(axis=1, keepdims=True)
+                d = -a.kl_coef * pi * (logpi - logref - kl) - a.entropy_coef * pi * (logpi + ent)
+                sq = sq + 2.0 * d * mean + d * d
+                mean = mean + d
+                jac = jac - (a.kl_coef + a.entropy_coef) * pi * (1.0 - pi)
+            _reduce(A.Z, mean, sq, jac, red_s, red_v)
+        else:
+            _fused_stats(pi, A.Y, t, A.Z, red_s, red_v)
+        f = 1.0
+        if a.zero_var_filter:
+            f = max(float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n)), 1.0 / self.bp)
+        red_s /= D * np.array([f, f * f, f])[:, None]
+        red_v /= D * np.array([f, f * f, f])[:, None, None]
+        mask = A.mask
+        out = {
+            "beta": _Stats(A.bs * red_s[0] * mask, A.bs**2 * np.maximum(red_s[1] - red_s[0] ** 2, 0.0) / self.bp * mask,
+                           A.bs**2 * red_s[2] * mask),
+            "V": _Stats(A.vs * red_v[0] * mask, A.vs**2 * np.maximum(red_v[1] - red_v[0] ** 2, 0.0) / self.bp * mask,
+                        A.vs**2 * red_v[2] * mask),
+        }
+        if "U" in self.blocks:
+            g = A.us * mean * mask / (self.bp * f)
+            out["U"] = _Stats(g, np.maximum(A.us**2 * sq * mask / (self.bp * f) ** 2 - g * g, 0.0),
+                              A.us**2 * jac * mask / (self.bp * f))
+        return out
+
+    def _plan(self, name: str, st: _Stats, k: int, lr: float):
+        """Per-step direction over the next k steps and the moments after them.
+
+        Adam: ``m`` and ``v`` relax towards ``E[G]`` and ``E[G]^2 + Var[G]``; the step
+        ``m_hat / (sqrt(v_hat) + eps)`` is damped by ``1 + k lr r``, with the restoring
+        rate ``r = max(0, -dE[G]/dx) / (sqrt(v_hat) + eps)``. Per-problem offsets ``U``
+        move only when their problem is drawn, a share B_problem / D of the steps.
+        """
+        a, b = self.algo, self.blocks[name]
+        per = self.bp / self.d_full if name == "U" else 1.0
+        kk, t = k * per, (self.t_u + k * per if name == "U" else self.t + k)
+        g = st.g - a.weight_decay * b.x if a.optimizer in ("sgd", "adam") else st.g
+        if a.optimizer == "sgd":
+            scale, m2, v2, d = 1.0, None, None, g
+        else:
+            b1k, b2k = a.beta1**kk, a.beta2**kk
+            m2 = b1k * b.m + (1.0 - b1k) * g
+            v2 = b2k * b.v + (1.0 - b2k) * (g * g + st.var)
+            scale = 1.0 / (np.sqrt(v2 / (1.0 - a.beta2**t)) + a.adam_eps)
+            d = m2 / (1.0 - a.beta1**t) * scale
+        rate = np.maximum(-st.jac, 0.0) * scale
+        return per * d / (1.0 + kk * lr * rate), m2, v2
+
+    def plan(self, stats: dict[str, _Stats], k: int) -> dict:
+        lr = self.lr_over(k)
+        return {name: self._plan(name, st, k, lr) for name, st in stats.items()}
+
+    def lr_over(self, k: int) -> float:
+        """Mean learning rate over the next k steps (linear warm-up)."""
+        w = self.algo.warmup
+        if self.t + 1 >= w:
+            return self.lr
+        steps = np.arange(self.t, self.t + k) + 1.0
+        return float(np.mean(self.lr * np.where(steps < w, steps / max(w, 1), 1.0)))
+
+    def policy_change(self, plan: dict, pi: np.ndarray) -> float:
+        """Largest ``||d pi_i||_1`` of one step along the plan (full learning rate; about 1000 rows)."""
+        A = self.A
+        dU = plan["U"][0] if "U" in plan else np.zeros((0, pi.shape[1]))
+        stride = max(1, pi.shape[0] // 1000)
+        tv = _policy_change(pi, A.Z, A.bs * plan["beta"][0], A.vs * plan["V"][0], dU, A.us, stride,
+                            np.empty((pi.shape[0] - 1) // stride + 1))
+        return self.lr * float(tv.max())
+
+    def advance(self, plan: dict, k: int) -> None:
+        a = self.algo
+        lr = self.lr_over(k)
+        for name, (d, m2, v2) in plan.items():
+            b = self.blocks[name]
+            if a.optimizer == "adamw" and a.weight_decay > 0:
+                b.x *= (1.0 - lr * a.weight_decay) ** (k * (self.bp / self.d_full if name == "U" else 1.0))
+            b.x += k * lr * d
+            if m2 is not None:
+                b.m, b.v = m2, v2
+        if "U" in plan:
+            self.t_u += k * self.bp / self.d_full
+        self.t += k
+
+
+@dataclass(frozen=True)
+class MeanFieldTrace:
+    """The mean-field prediction of one config. ``wide``: one row per macro step and split
+    (``step, compute_rollouts, compute_tokens, split`` and a column per metric);
+    :attr:`table` is the tidy format of :class:`isosim.simulate.Trace` (``seed`` -1)."""
+
+    config: SimConfig
+    wide: pd.DataFrame
+
+    @property
+    def table(self) -> pd.DataFrame:
+        from .simulate import TRACE_COLUMNS
+
+        t = self.wide.melt(id_vars=["step", "compute_rollouts", "compute_tokens", "split"], var_name="metric")
+        t = t.dropna(subset=["value"]).assign(config_id=self.config.config_id(), seed=-1)
+        return t.sort_values(["step", "split"], kind="stable")[TRACE_COLUMNS].reset_index(drop=True)
+
+    def curve(self, metric: str, split: str = "val") -> pd.DataFrame:
+        w = self.wide[self.wide["split"] == split]
+        cols = ["step", "compute_rollouts", "compute_tokens", metric]
+        return w[cols].rename(columns={metric: "value"}).reset_index(drop=True)
+
+    def final(self, split: str = "val") -> dict[str, float]:
+        row = self.wide[self.wide["split"] == split].iloc[-1]
+        return {k: float(v) for k, v in row.drop(["step", "compute_rollouts", "compute_tokens", "split"]).items()
+                if pd.notna(v)}
+
+    def at(self, compute, metric: str, split: str = "val") -> np.ndarray:
+        """The metric at ``compute`` rollouts (linear in log compute between macro steps)."""
+        c = self.curve(metric, split)
+        c = c[c["compute_rollouts"] > 0]
+        return np.interp(np.log(np.asarray(compute, float)), np.log(c["compute_rollouts"].to_numpy(float)),
+                         c["value"].to_numpy(float))
+
+
+def _metrics(p: np.ndarray, ks) -> dict[str, float]:
+    """Mean exact metrics of pass rates p: avg@k = p, best@k = 1 - (1-p)^k, worst@k = p^k."""
+    p = np.clip(p, 0.0, 1.0)
+    q = 1.0 - p
+    out = {}
+    for k in ks:
+        out[f"avg@{k}"] = float(p.mean())
+        out[f"best@{k}"] = float(1.0 - (q**k).mean())
+        out[f"worst@{k}"] = float((p**k).mean())
+    return out
+
+
+def mean_field(config: SimConfig, population: Population | None = None, *, max_change: float = 0.5,
+               growth: float = 0.3, max_train: int | None = None, seed: int = 0) -> MeanFieldTrace:
+    """Integrate the mean-field recursion for ``config`` up to its M steps.
+
+    ``growth`` bounds a macro step to ``max(1, growth * t)`` GRPO steps after ``t`` and
+    ``max_change`` its largest policy change ``||d pi_i||_1``; ``max_train`` uses a
+    random subset of that many training problems (``seed``) for the expected gradient.
+    Metrics are recorded after every macro step; the validation set is evaluated without
+    the per-problem offsets, as in :func:`isosim.simulate.simulate`.
+    """
+    config.validate()
+    if config.algo.baseline_n > config.allocation.n:
+        raise IsosimInputError("the mean field does not model a decoupled baseline (baseline_n > n)")
+    pop = population if population is not None else build_population(config.population, config.model)
+    A = _arrays(config, pop, max_train, seed)
+    it = _Integrator(config, A, len(pop.train))
+    al = config.allocation
+    total = al.resolved_steps(config.algo)
+    per_step = al.rollouts_per_step(config.algo)
+    tokens = per_step * float(np.mean(pop.train.lengths))
+    ks = config.eval.ks
+    rows: list[dict] = []
+    while True:
+        pi, p = it.policy(A.L0, A.Z, A.Y, True)
+        head = {"step": it.t, "compute_rollouts": it.t * per_step, "compute_tokens": it.t * tokens}
+        p_val = it.policy(A.val_L0, A.val_Z, A.val_Y, False)[1]
+        zero = float(np.mean(p**al.n + (1.0 - p) ** al.n))
+        rows.append({**head, "split": "train", **_metrics(p, ks), "zero_var_frac": zero})
+        rows.append({**head, "split": "val", **_metrics(p_val, ks)})
+        if it.t >= total:
+            break
+        stats = it.stats(pi, p)
+        k = 1
+        if it.t >= config.algo.warmup:
+            change = it.policy_change(it.plan(stats, 1), pi)
+            cap = int(max_change / change) if change > 0 else total
+            k = max(1, min(cap, int(growth * it.t), total - it.t))
+        it.advance(it.plan(stats, k), k)
+    return MeanFieldTrace(config, pd.DataFrame(rows))
+
+
+# --- predictions over allocations ----------------------------------------------------------
+
+def predict(base: SimConfig, allocations, budget: float, population: Population | None = None,
+            **options) -> pd.DataFrame:
+    """Mean-field curves of every ``(n, B_problem)`` in ``allocations``, each to ``budget``
+    rollouts, as evaluations (one row per macro step and split; columns ``run, n,
+    B_problem, split, step, compute`` and one per metric): the format of
+    :func:`isosim.sweep.evaluations`, plus ``split``."""
+    pop = population if population is not None else build_population(base.population, base.model)
+    parts = []
+    for n, bp in allocations:
+        cfg = base.replace(allocation={"n": int(n), "b_problem": int(bp), "budget": float(budget), "steps": 0})
+        wide = mean_field(cfg, pop, **options).wide.drop(columns="compute_tokens")
+        wide.insert(0, "run", f"mf-n{n}-b{bp}")
+        wide.insert(1, "n", int(n))
+        wide.insert(2, "B_problem", int(bp))
+        parts.append(wide.rename(columns={"compute_rollouts": "compute"}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def curve_at(curves: pd.DataFrame, compute, metric: str, split: str = "val", hold: bool = False) -> pd.DataFrame:
+    """Each run's ``metric`` at the given compute values, linear in log compute: one row per
+    run, one column per compute value. Outside a run's range the value is NaN, except past its
+    end with ``hold`` (a run that stops at C' < C is a valid plan for a budget C)."""
+    c = np.atleast_1d(np.asarray(compute, float))
+    d = curves[(curves["split"] == split) & (curves["compute"] > 0)]
+    rows = {}
+    for (run, n, bp), g in d.groupby(["run", "n", "B_problem"], sort=False):
+        x, y = np.log(g["compute"].to_numpy(float)), g[metric].to_numpy(float)
+        v = np.interp(np.log(c), x, y)
+        ok = (np.log(c) >= x[0] - 1e-9) & ((np.log(c) <= x[-1] + 1e-9) | hold)
+        rows[(run, n, bp)] = np.where(ok, v, np.nan)
+    out = pd.DataFrame.from_dict(rows, orient="index", columns=list(c))
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["run", "n", "B_problem"])
+    return out
+
+
+def n_star(curves: pd.DataFrame, metric: str = "avg@4", grid=None, split: str = "val",
+           points_per_decade: int = 10, hold: bool = False) -> pd.DataFrame:
+    """The compute-optimal allocation of the mean-field curves on a log grid of compute:
+    ``compute, value, n, B_problem, M`` (the arg-max; ties go to the smaller n, then the
+    smaller B_problem; M = floor(C / (n B_problem)), or the run's last step with ``hold``).
+    A curve competes from its first step on and, without ``hold``, up to its last."""
+    from .frontier import log_grid
+
+    d = curves[(curves["split"] == split) & (curves["compute"] > 0)]
+    if grid is None:
+        grid = log_grid(float(d["compute"].min()), float(d["compute"].max()), points_per_decade)
+    grid = np.asarray(grid, float)
+    table = curve_at(curves, grid, metric, split, hold).sort_index(level=["n", "B_problem"])
+    vals = table.to_numpy(float)
+    ok = np.isfinite(vals).any(axis=0)
+    best = np.nanargmax(np.where(np.isfinite(vals), vals, -np.inf), axis=0)
+    keys = table.index.to_list()
+    out = pd.DataFrame({"compute": grid, "value": vals[best, np.arange(vals.shape[1])],
+                        "n": [keys[b][1] for b in best], "B_problem": [keys[b][2] for b in best]})
+    steps = np.floor(out["compute"] / (out["n"] * out["B_problem"])).astype(int)
+    if hold:
+        last = d.groupby(["n", "B_problem"])["step"].max()
+        steps = np.minimum(steps, [int(last[(n, bp)]) for n, bp in zip(out["n"], out["B_problem"])])
+    out["M"] = steps
+    return out[ok].reset_index(drop=True)
+
+
+def fit_n_star_law(table: pd.DataFrame):
+    """The sigmoid ``log2 n* = L / (1 + exp(-k (log10 C - log10 C0))) + b`` fitted to an
+    :func:`n_star` table (:func:`isosim.fit.fit_scaling_law`); None when n* never changes."""
+    from .fit import fit_scaling_law
+
+    if table["n"].nunique() < 2:
+        return None
+    try:
+        return fit_scaling_law(np.log10(table["compute"]), np.log2(table["n"]))
+    except IsosimInputError:
+        return None
+
+
+# --- agreement with simulated sweeps -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Agreement:
+    """How well mean-field curves match a simulated Q1 sweep on one metric.
+
+    ``curve_rmse`` / ``curve_max``: mean-field minus the seed mean of the simulated runs,
+    over every n and every grid compute inside the runs' range; ``seed_sd``: the pooled
+    seed-to-seed standard deviation at the same points (NaN with one seed). ``n_star``:
+    per grid compute, ``n_sim`` and ``n_mf`` from the same pipeline
+    (:func:`isosim.frontier.compute_optimal`, ScaleRL curve per n) and ``n_mf_raw`` from
+    the raw mean-field curves (:func:`n_star`); ``regret``: the largest loss, on the
+    simulation's own fitted curves, of running the mean field's n* instead of the
+    simulation's.
+    """
+
+    metric: str
+    curve_rmse: float
+    curve_max: float
+    seed_sd: float
+    n_star: pd.DataFrame
+
+    @property
+    def max_dlog2(self) -> float:
+        return float(np.abs(np.log2(self.n_star["n_mf"]) - np.log2(self.n_star["n_sim"])).max())
+
+    @property
+    def within_one(self) -> float:
+        return float((np.abs(np.log2(self.n_star["n_mf"]) - np.log2(self.n_star["n_sim"])) <= 1).mean())
+
+    @property
+    def regret(self) -> float:
+        return float(self.n_star["regret"].max())
+
+
+def agreement(sim: pd.DataFrame, curves: pd.DataFrame, metric: str = "avg@4", bucket: float = 0.005) -> Agreement:
+    """Compare :func:`predict` curves with simulated evaluations (:func:`isosim.sweep.evaluations`)."""
+    from .frontier import compute_optimal, fit_groups, group_ranges, record_breaking
+
+    d = sim.assign(value=sim[metric])[["run", "n", "B_problem", "compute", "value"]]
+    d = d[d["compute"] > 0]
+    ns = compute_optimal(d, group=("n",), bucket=bucket)
+    grid = ns["compute"].to_numpy(float)
+    val = curves[curves["split"] == "val"]
+    m = val.assign(value=val[metric])[["run", "n", "B_problem", "compute", "value"]]
+    mf = compute_optimal(m[m["compute"] > 0], group=("n",), bucket=bucket, grid=grid, slack_decades=0.0)
+    raw = n_star(curves, metric, grid=grid)
+    fits = fit_groups(record_breaking(d, bucket=bucket), ("n",), ranges=group_ranges(d))
+    table = ns[["compute", "n", "value"]].rename(columns={"n": "n_sim", "value": "sim"})
+    table = table.merge(mf[["compute", "n"]].rename(columns={"n": "n_mf"}), on="compute")
+    table = table.merge(raw[["compute", "n"]].rename(columns={"n": "n_mf_raw"}), on="compute")
+    table["regret"] = [float(fits[(s,)].predict(c) - fits[(m_,)].predict(c)) if (m_,) in fits else math.nan
+                       for c, s, m_ in zip(table["compute"], table["n_sim"], table["n_mf"])]
+    errs, sds = [], []
+    at = curve_at(curves, grid, metric)
+    for n, g in d.groupby("n"):
+        if n not in at.index.get_level_values("n"):
+            continue
+        runs = [np.interp(np.log(grid), np.log(r["compute"]), r["value"], left=np.nan, right=np.nan)
+                for _, r in g.sort_values("compute").groupby("run")]
+        runs = np.array(runs)
+        pred = at.xs(n, level="n").to_numpy(float)[0]
+        ok = np.isfinite(runs).all(axis=0) & np.isfinite(pred)
+        errs.append(pred[ok] - runs[:, ok].mean(axis=0))
+        if len(runs) > 1:
+            sds.append(runs[:, ok].std(axis=0, ddof=1))
+    e = np.concatenate(errs)
+    sd = float(np.sqrt(np.mean(np.concatenate(sds) ** 2))) if sds else math.nan
+    return Agreement(metric, float(np.sqrt(np.mean(e**2))), float(np.abs(e).max()), sd, table)

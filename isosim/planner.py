@@ -1,0 +1,274 @@
+"""The allocation planner: from a pass-rate histogram, a budget C and a batch cap B_max to
+``n``, ``B_problem`` and ``M``.
+
+Allocations are powers of two with ``n >= 2``, ``n * B_problem <= B_max``,
+``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The search runs the mean
+field (:mod:`isosim.meanfield`) in two stages, as the study prescribes (tune n first,
+keep B_problem moderate): every n at ``B_problem = min(32, ...)``, then for the three best
+n the neighbouring B_problem (a half, 2x, 4x). Each curve runs to C, so the same
+curves give n*(C') for every C' <= C. ``verify`` simulates the three best with a few
+seeds (:func:`isosim.simulate.simulate`) and checks the ranking.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .config import AlgoConfig, ModelConfig, SimConfig
+from .errors import IsosimInputError
+from .meanfield import n_star, predict
+from .metrics import parse_metric
+from .population import Population, population_from_pass_rates
+
+#: root-mean-square difference between mean-field and simulated validation curves on the
+#: easy and hard presets (docs/planner.md), rounded up: the planner's known error
+MEAN_FIELD_ERROR = {"avg": 0.012, "best": 0.016, "worst": 0.012}
+MAX_N = 2048
+MAX_B_PROBLEM = 1024
+#: training problems the mean field averages over, and validation problems it scores
+MAX_TRAIN, MAX_VAL = 3000, 300
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One allocation and its predicted validation metrics at the budget."""
+
+    n: int
+    b_problem: int
+    steps: int
+    predicted: dict[str, float]
+    zero_signal_end: float
+
+    @property
+    def batch(self) -> int:
+        return self.n * self.b_problem
+
+    def as_json(self, metric: str) -> dict:
+        return {"n": self.n, "B_problem": self.b_problem, "M": self.steps,
+                "predicted": {metric: self.predicted[metric]}}
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Simulated final metric (mean over seeds) of the top candidates, in mean-field order."""
+
+    seeds: int
+    simulated: tuple[float, ...]
+    ranking_holds: bool
+
+    def as_json(self) -> dict:
+        return {"seeds": self.seeds, "simulated": list(self.simulated), "ranking_holds": self.ranking_holds}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A recommendation, its runner-ups and the evidence behind it."""
+
+    metric: str
+    budget: float
+    b_max: int
+    problems: int
+    base: dict[str, float]
+    ranked: tuple[Candidate, ...]
+    n_star_curve: pd.DataFrame
+    zero_signal_start: float
+    mechanism: str
+    n_star_best4: int
+    n_star_worst4: int
+    verification: Verification | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def best(self) -> Candidate:
+        return self.ranked[0]
+
+    @property
+    def error(self) -> float:
+        return MEAN_FIELD_ERROR[parse_metric(self.metric)[0]]
+
+    @property
+    def gap(self) -> float:
+        if len(self.ranked) < 2:
+            return math.inf
+        return self.best.predicted[self.metric] - self.ranked[1].predicted[self.metric]
+
+    @property
+    def confidence(self) -> str:
+        """high: the runner-up trails by more than twice the mean field's known error; medium: by
+        more than it; low: within it (a near tie)."""
+        if self.gap > 2 * self.error:
+            return "high"
+        return "medium" if self.gap > self.error else "low"
+
+    def reasoning(self) -> str:
+        b, m = self.best, self.metric
+        gain_best = b.predicted["best@4"] - self.base["best@4"]
+        gain_worst = b.predicted["worst@4"] - self.base["worst@4"]
+        what = ("sharpening dominates: worst@4 (all 4 samples correct) gains more than best@4"
+                if self.mechanism == "sharpening" else
+                "coverage dominates: best@4 (at least 1 of 4 correct) gains more than worst@4")
+        runner = self.ranked[1] if len(self.ranked) > 1 else None
+        tie = ""
+        if runner is not None:
+            tie = (f" The runner-up (n = {runner.n}, B_problem = {runner.b_problem}) is predicted "
+                   f"{self.gap:+.4f} behind, against a known mean-field error of {self.error:.3f}: "
+                   f"{self.confidence} confidence.")
+        return (
+            f"With n = {b.n}, {self.zero_signal_start:.0%} of groups carry no signal at the start "
+            f"(all {b.n} rollouts agree, p^n + (1-p)^n averaged over your pass rates) and "
+            f"{b.zero_signal_end:.0%} by the end of the {b.steps} steps. Over the run {what} "
+            f"({gain_worst:+.3f} vs {gain_best:+.3f}); at this budget the n that maximises worst@4 is "
+            f"{self.n_star_worst4} and the one that maximises best@4 is {self.n_star_best4}. A smaller n "
+            f"buys more update steps on the problems that have signal; a larger n buys signal on "
+            f"problems that rarely give any and a less noisy gradient. The mean field predicts "
+            f"{m} {b.predicted[m]:.4f} (base {self.base[m]:.4f}).{tie}"
+        )
+
+    def to_json(self) -> dict:
+        b = self.best
+        return {
+            "n": b.n, "B_problem": b.b_problem, "M": b.steps,
+            "predicted": {self.metric: b.predicted[self.metric]},
+            "alternatives": [c.as_json(self.metric) for c in self.ranked[1:6]],
+            "n_star_curve": [{"compute": float(c), "n": int(n), "B_problem": int(bp)}
+                             for c, n, bp in zip(self.n_star_curve["compute"], self.n_star_curve["n"],
+                                                 self.n_star_curve["B_problem"])],
+            "metric": self.metric, "budget": self.budget, "b_max": self.b_max, "problems": self.problems,
+            "base": {self.metric: self.base[self.metric]},
+            "metrics": b.predicted,
+            "confidence": {"level": self.confidence, "gap": _num(self.gap), "mean_field_error": self.error},
+            "mechanism": self.mechanism, "zero_signal": {"start": self.zero_signal_start, "end": b.zero_signal_end},
+            "reasoning": self.reasoning(),
+            "verify": None if self.verification is None else self.verification.as_json(),
+        }
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _powers(lo: int, hi: int) -> list[int]:
+    return [2**k for k in range(max(0, math.ceil(math.log2(lo))), int(math.log2(hi)) + 1)] if hi >= lo else []
+
+
+def check_inputs(values: np.ndarray, budget: float, b_max: int, metric: str) -> None:
+    """One :class:`IsosimInputError` line for each way the planner's input can be wrong."""
+    parse_metric(metric)
+    if values.size == 0:
+        raise IsosimInputError("the pass-rate file holds no problems")
+    if not np.all(np.isfinite(values)) or np.any((values < 0) | (values > 1)):
+        raise IsosimInputError("pass rates must be numbers in [0, 1]")
+    if not (isinstance(b_max, (int, np.integer)) and b_max >= 2):
+        raise IsosimInputError(f"B_max must be an integer >= 2 (n >= 2 rollouts of at least one problem), got {b_max}")
+    if not math.isfinite(budget):
+        raise IsosimInputError(f"budget must be a finite number of rollouts, got {budget}")
+    if budget < 2:
+        raise IsosimInputError(f"budget {budget:g} is below one step (the smallest, n = 2 and B_problem = 1, "
+                               "costs 2 rollouts)")
+
+
+def allocations_stage1(d: int, budget: float, b_max: int) -> tuple[int, list[tuple[int, int]]]:
+    """B_problem0 = the largest power of two <= min(32, D, B_max / 2, C / 2) and every n with it."""
+    cap = min(32, d, b_max // 2, int(budget // 2))
+    bp0 = 2 ** int(math.log2(cap))
+    ns = _powers(2, min(MAX_N, b_max // bp0, int(budget // bp0)))
+    return bp0, [(n, bp0) for n in ns]
+
+
+def allocations_stage2(top_n: list[int], bp0: int, d: int, budget: float, b_max: int) -> list[tuple[int, int]]:
+    """For each n of ``top_n``: B_problem in {bp0/2, 2 bp0, 4 bp0} within the constraints."""
+    out = []
+    for n in top_n:
+        for bp in (bp0 // 2, 2 * bp0, 4 * bp0):
+            if 1 <= bp <= min(d, MAX_B_PROBLEM) and n * bp <= b_max and n * bp <= budget:
+                out.append((n, bp))
+    return out
+
+
+def _population(values: np.ndarray, model: ModelConfig, seed: int) -> Population:
+    rng = np.random.default_rng(seed)
+    val = values if len(values) <= MAX_VAL else rng.choice(values, MAX_VAL, replace=False)
+    return population_from_pass_rates(values, val, model=model, seed=seed)
+
+
+def _candidates(curves: pd.DataFrame, metrics: list[str]) -> list[Candidate]:
+    out = []
+    for (n, bp), g in curves.groupby(["n", "B_problem"], sort=False):
+        last_val = g[g["split"] == "val"].sort_values("step").iloc[-1]
+        last_tr = g[g["split"] == "train"].sort_values("step").iloc[-1]
+        out.append(Candidate(int(n), int(bp), int(last_val["step"]), {m: float(last_val[m]) for m in metrics},
+                             float(last_tr["zero_var_frac"])))
+    return out
+
+
+def plan(values, budget: float, b_max: int, metric: str = "avg@4", model: ModelConfig | None = None,
+         algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0) -> Plan:
+    """Recommend ``(n, B_problem, M)`` for base pass rates ``values`` (see the module docstring)."""
+    values = np.asarray(values, dtype=float).ravel()
+    check_inputs(values, float(budget), b_max, metric)
+    if verify and seeds < 1:
+        raise IsosimInputError(f"verify needs at least one seed, got {seeds}")
+    model = model or ModelConfig()
+    ks = tuple(sorted({1, 4, parse_metric(metric)[1]}))
+    metrics = list(dict.fromkeys([metric, "avg@4", "best@4", "worst@4"]))
+    d = len(values)
+    pop = _population(values, model, seed)
+    base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
+        population={"train_size": d, "val_size": len(pop.val)}, eval={"ks": ks})
+    bp0, stage1 = allocations_stage1(d, budget, b_max)
+    opts = {"max_train": MAX_TRAIN, "seed": seed}
+    curves = predict(base, stage1, budget, pop, **opts)
+    ranked = sorted(_candidates(curves, metrics), key=lambda c: (-c.predicted[metric], c.batch, c.n))
+    stage2 = allocations_stage2([c.n for c in ranked[:3]], bp0, d, budget, b_max)
+    if stage2:
+        curves = pd.concat([curves, predict(base, stage2, budget, pop, **opts)], ignore_index=True)
+    ranked = sorted(_candidates(curves, metrics), key=lambda c: (-c.predicted[metric], c.batch, c.n))
+    best = ranked[0]
+    step0 = curves[(curves["split"] == "val") & (curves["step"] == 0)].iloc[0]
+    base_metrics = {m: float(step0[m]) for m in metrics}
+    same_bp = [c for c in ranked if c.b_problem == best.b_problem]
+    gain = {m: best.predicted[m] - base_metrics[m] for m in ("best@4", "worst@4")}
+    plan_ = Plan(
+        metric=metric, budget=float(budget), b_max=int(b_max), problems=d, base=base_metrics,
+        ranked=tuple(ranked), n_star_curve=n_star(curves, metric, grid=_grid(curves, budget), hold=True),
+        zero_signal_start=zero_signal_share(values, best.n),
+        mechanism="sharpening" if gain["worst@4"] > gain["best@4"] else "coverage",
+        n_star_best4=max(same_bp, key=lambda c: (c.predicted["best@4"], -c.n)).n,
+        n_star_worst4=max(same_bp, key=lambda c: (c.predicted["worst@4"], -c.n)).n,
+    )
+    if verify:
+        plan_ = _verify(plan_, base, pop, seeds, seed)
+    return plan_
+
+
+def _grid(curves: pd.DataFrame, budget: float) -> np.ndarray:
+    from .frontier import log_grid
+
+    lo = float(curves.loc[curves["compute"] > 0, "compute"].min())
+    return log_grid(lo, max(lo, float(budget)), 5)
+
+
+def _verify(p: Plan, base: SimConfig, pop: Population, seeds: int, seed: int) -> Plan:
+    """Simulate the top three candidates with ``seeds`` seeds; does the mean-field order hold?"""
+    from dataclasses import replace
+
+    from .simulate import simulate
+
+    top = p.ranked[:3]
+    sims = []
+    for c in top:
+        cfg = base.replace(allocation={"n": c.n, "b_problem": c.b_problem, "budget": p.budget, "steps": 0},
+                           eval={"n_evals": 4})
+        sims.append(float(np.mean([simulate(cfg, seed + s, population=pop).final("val")[p.metric]
+                                   for s in range(seeds)])))
+    holds = int(np.argmax(sims)) == 0
+    return replace(p, verification=Verification(seeds, tuple(sims), holds))
+
+
+def zero_signal_share(values, n: int) -> float:
+    """Share of groups of n with no GRPO signal at the base policy: mean of p^n + (1-p)^n."""
+    p = np.asarray(values, float)
+    return float(np.mean(p**n + (1 - p) ** n))

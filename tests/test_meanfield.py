@@ -1,0 +1,206 @@
+"""Mean-field dynamics: the expected group gradient against the kernel and the theory module,
+and the recursion against simulated runs (tolerances from the seed-to-seed spread)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from isosim import SimConfig, build_population, kernels, simulate
+from isosim.errors import IsosimInputError
+from isosim.meanfield import (
+    Agreement,
+    advantages,
+    agreement,
+    curve_at,
+    fit_n_star_law,
+    group_moments,
+    mean_field,
+    n_star,
+    predict,
+    signal_h,
+)
+from isosim.simulate import TRACE_COLUMNS
+
+ADV = {"grpo": kernels.ADV_GRPO, "drgrpo": kernels.ADV_DRGRPO, "rloo": kernels.ADV_RLOO}
+
+
+@pytest.mark.parametrize("adv", ["grpo", "drgrpo", "rloo"])
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_group_moments_match_kernel_monte_carlo(adv, n):
+    rng = np.random.default_rng(n)
+    pi = rng.dirichlet(np.ones(6))
+    y = np.array([1.0, 0, 1, 0, 0, 1])
+    reps = 20000
+    counts = rng.multinomial(n, pi, size=reps).astype(np.int64)
+    g = np.empty((reps, 6))
+    for r in range(reps):
+        kernels._group_grad(pi, y, counts[r], n, n, float(counts[r] @ y), ADV[adv], 1e-6, g[r])
+    m = group_moments(pi, y, n, adv)
+    for mc, exact in ((g, m.mean), (g**2, m.sq)):
+        se = mc.std(axis=0) / np.sqrt(reps) + 1e-12
+        assert np.all(np.abs(mc.mean(axis=0) - exact) < 4.5 * se)
+
+
+@pytest.mark.parametrize("adv, theory_adv, eps",
+                         [("drgrpo", "mean", 1e-6), ("rloo", "rloo", 1e-6), ("grpo", "std", 0.0)])
+@pytest.mark.parametrize("n", [2, 7, 64])
+def test_group_moments_match_theory_closed_forms(adv, theory_adv, eps, n):
+    from isosim.theory import softmax_update_cov, softmax_update_mean
+
+    rng = np.random.default_rng(7 * n)
+    pi = rng.dirichlet(np.ones(5))
+    y = np.array([1.0, 0, 0, 1, 0])
+    m = group_moments(pi, y, n, adv, eps)
+    mean = np.asarray(softmax_update_mean(pi, y, n, theory_adv), float)
+    second = np.diag(np.asarray(softmax_update_cov(pi, y, n, theory_adv), float)) + mean**2
+    np.testing.assert_allclose(m.mean, mean, rtol=2e-3, atol=1e-7)
+    np.testing.assert_allclose(m.sq, second, rtol=2e-3, atol=1e-7)
+
+
+@pytest.mark.parametrize("n", [2, 8, 100])
+def test_signal_h_closed_forms(n):
+    from isosim.theory import grpo_signal_expectation
+
+    p = np.array([0.01, 0.2, 0.5, 0.93])
+    np.testing.assert_allclose(signal_h(n, p, "drgrpo"), (n - 1) * p * (1 - p) / n, rtol=2e-3)
+    np.testing.assert_allclose(signal_h(n, p, "rloo"), p * (1 - p), rtol=2e-3)
+    np.testing.assert_allclose(signal_h(n, p, "grpo", 0.0) * n, grpo_signal_expectation(n, p, "std"), rtol=2e-3)
+
+
+def test_jacobian_is_the_derivative_of_the_mean():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(0, 1.5, 6)
+    y = np.array([1.0, 0, 0, 1, 0, 0])
+
+    def mean(x):
+        pi = np.exp(x - x.max())
+        return group_moments(pi / pi.sum(), y, 16).mean
+
+    pi = np.exp(logits - logits.max())
+    jac = group_moments(pi / pi.sum(), y, 16).jac
+    h = 1e-4
+    for s in range(6):
+        e = np.zeros(6)
+        e[s] = h
+        fd = (mean(logits + e)[s] - mean(logits - e)[s]) / (2 * h)
+        assert fd == pytest.approx(jac[s], rel=2e-2, abs=1e-6)
+
+
+def test_advantages_zero_sum():
+    for adv in ("grpo", "drgrpo", "rloo"):
+        ap, am = advantages(8, adv, 1e-6)
+        c = np.arange(9)
+        assert np.allclose(c * ap + (8 - c) * am, 0.0, atol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A small easy-band strategies population and its base config (exact band, 400 + 200 problems)."""
+    base = SimConfig().replace(population={"preset": "easy", "train_size": 400, "val_size": 200, "measure": "exact"},
+                               model={"n_strategies": 16, "rank": 4}, eval={"n_evals": 10})
+    return base, build_population(base.population, base.model)
+
+
+def test_trace_format_and_determinism(small):
+    base, pop = small
+    cfg = base.replace(allocation={"n": 8, "b_problem": 16, "budget": 4096.0})
+    a, b = mean_field(cfg, pop), mean_field(cfg, pop)
+    pd.testing.assert_frame_equal(a.table, b.table)
+    t = a.table
+    assert list(t.columns) == TRACE_COLUMNS
+    assert (t["compute_rollouts"] == t["step"] * 8 * 16).all()
+    assert t["step"].max() == 4096 // (8 * 16)
+    assert set(a.final("val")) >= {"avg@4", "best@4", "worst@4"}
+    assert 0 <= t["value"].min() and t["value"].max() <= 1
+
+
+def test_mean_field_tracks_simulation(small):
+    """Q1 in miniature: 3 values of n, 4 seeds each. The mean field must sit as close to the seed
+    mean as a typical seed does (RMS error <= 1.5 pooled seed sd, max error <= 4 pooled sd)
+    and name the same compute-optimal n at the end."""
+    base, pop = small
+    ns, bp, budget = (2, 8, 32), 16, 2.0**15
+    curves = predict(base, [(n, bp) for n in ns], budget, pop)
+    errs, sds, final_sim, final_mf = [], [], {}, {}
+    for n in ns:
+        cfg = base.replace(allocation={"n": n, "b_problem": bp, "budget": budget})
+        runs = pd.DataFrame({s: simulate(cfg, s, population=pop).curve("avg@4").set_index("compute_rollouts")["value"]
+                             for s in range(4)})
+        runs = runs[runs.index > 0]
+        mf = curve_at(curves, runs.index.to_numpy(float), "avg@4").xs(n, level="n").to_numpy(float)[0]
+        errs.append(mf - runs.mean(axis=1).to_numpy())
+        sds.append(runs.std(axis=1).to_numpy())
+        final_sim[n], final_mf[n] = runs.iloc[-1].mean(), mf[-1]
+    e, sd = np.concatenate(errs), np.concatenate(sds)
+    pooled = np.sqrt(np.mean(sd**2))
+    assert np.sqrt(np.mean(e**2)) <= 1.5 * pooled
+    assert np.abs(e).max() <= 4 * pooled
+    assert max(final_mf, key=final_mf.get) == max(final_sim, key=final_sim.get)
+
+
+def test_agreement_with_a_sweep(small):
+    """The comparison helper on a sweep-shaped table: n* agreement and the curve error."""
+    base, pop = small
+    ns, bp, budget = (2, 16), 16, 2.0**14
+    rows = []
+    for n in ns:
+        cfg = base.replace(allocation={"n": n, "b_problem": bp, "budget": budget})
+        for s in range(2):
+            w = simulate(cfg, s, population=pop).wide()
+            w = w[w["split"] == "val"].assign(run=f"n{n}-s{s}", n=n, B_problem=bp)
+            rows.append(w.rename(columns={"compute_rollouts": "compute"}))
+    sim = pd.concat(rows, ignore_index=True)
+    a = agreement(sim, predict(base, [(n, bp) for n in ns], budget, pop), "avg@4")
+    assert isinstance(a, Agreement)
+    assert a.curve_rmse < 0.02 and a.seed_sd >= 0
+    assert set(a.n_star.columns) >= {"compute", "n_sim", "n_mf", "n_mf_raw", "regret"}
+    assert a.within_one == 1.0
+
+
+def test_n_star_table_and_law(small):
+    base, pop = small
+    curves = predict(base, [(2, 16), (64, 16)], 2.0**15, pop)
+    table = n_star(curves, "avg@4")
+    assert list(table.columns) == ["compute", "value", "n", "B_problem", "M"]
+    assert table["compute"].is_monotonic_increasing
+    assert (table["M"] == np.floor(table["compute"] / (table["n"] * table["B_problem"]))).all()
+    assert table["compute"].min() >= 2 * 16
+    law = fit_n_star_law(table)
+    assert law is None or np.isfinite(law.L)
+    assert fit_n_star_law(table.assign(n=2)) is None
+
+
+@pytest.mark.parametrize("changes", [
+    {"algo": {"kl_coef": 0.05, "entropy_coef": 0.01}},
+    {"algo": {"zero_var_filter": True, "advantage": "drgrpo"}},
+    {"algo": {"optimizer": "sgd", "lr": 1.0, "advantage": "rloo"}},
+    {"algo": {"optimizer": "adamw", "weight_decay": 0.01}},
+    {"model": {"local": 1.0}},
+    {"model": {"kind": "features", "local": 0.5}},
+])
+def test_every_algorithm_variant_runs(small, changes):
+    base, _ = small
+    cfg = base.replace(**changes).replace(allocation={"n": 8, "b_problem": 16, "budget": 8192.0})
+    t = mean_field(cfg).table
+    assert np.isfinite(t["value"]).all() and t["value"].between(0, 1).all()
+    assert t.loc[t["metric"] == "avg@4", "value"].nunique() > 1
+
+
+def test_per_problem_offsets_track_simulation():
+    """Tabular model (lazy Adam on per-problem offsets only): the train curve."""
+    base = SimConfig().replace(population={"preset": "easy", "train_size": 300, "val_size": 20, "measure": "exact"},
+                               model={"kind": "tabular"}, eval={"n_evals": 8},
+                               allocation={"n": 4, "b_problem": 16, "budget": 2.0**14})
+    pop = build_population(base.population, base.model)
+    mf = mean_field(base, pop).curve("avg@4", "train")
+    sim = simulate(base, 0, population=pop).curve("avg@4", "train")
+    rise = sim["value"].iloc[-1] - sim["value"].iloc[0]
+    at = np.interp(np.log(sim["compute_rollouts"][1:]), np.log(mf["compute_rollouts"][1:]), mf["value"][1:])
+    assert rise > 0.01
+    assert np.abs(at - sim["value"][1:]).max() < 0.1 * rise
+
+
+def test_decoupled_baseline_is_rejected(small):
+    base, pop = small
+    cfg = base.replace(algo={"baseline_n": 16}, allocation={"n": 8, "b_problem": 16, "budget": 4096.0})
+    with pytest.raises(IsosimInputError, match="decoupled baseline"):
+        mean_field(cfg, pop)
