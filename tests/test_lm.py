@@ -264,6 +264,7 @@ def _micro_config():
     return replace(quick_config(), name="test", pool_size=900, train_size=64, val_size=48, n_grid=(2, 4, 8),
                    budget=1024, min_budget=256, n_budgets=3, eval_samples=8, surrogate_seeds=1,
                    surrogate_lrs=(0.003, 0.01, 0.03, 0.1, 0.3), time_budget_s=120, reserve_s=10,
+                   fb_steps=16, fb_min_steps=4, fb_n_budgets=3,
                    sft=SFTConfig(steps=900, batch=128, lr=3e-3))
 
 
@@ -287,13 +288,34 @@ def test_micro_validation_outputs(micro):
     json.dumps(js)
     for f in ("results.jsonl", "base.pt", "pool.npz", "report.md", "lm_validation.png", "lm_base.png"):
         assert (out / f).exists(), f
-    kinds = [json.loads(line)["kind"] for line in (out / "results.jsonl").read_text().splitlines()]
+    recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    kinds = [r["kind"] for r in recs]
     assert kinds.count("run_done") == 6 and "plan" in kinds and kinds[-1] == "result"
+    # the fixed-batch grid: B = B_problem * (middle n) = 32, splits over n in (2, 4, 8), M = 4, 8, 16
+    fb = js["fixed_batch"]
+    assert fb["B"] == 32 and fb["m_max"] == 16 and fb["splits"] == [[2, 16], [4, 8], [8, 4]]
+    for band in BANDS:
+        for key in ("measured", "predicted"):
+            pts = fb[key][band]
+            assert [p["M"] for p in pts] == [4, 8, 16]
+            for p in pts:
+                assert set(p) == {"M", "n", "B_problem"} and p["n"] * p["B_problem"] == 32 and p["n"] in (2, 4, 8)
+        assert 0 <= fb["agreement"][band]["mean_abs_log2_error"] <= 2
+    fb_done = [r for r in recs if r["kind"] == "run_fb_done"]
+    assert len(fb_done) == 6 and kinds.count("prediction_fb") == 2
+    for r in fb_done:  # every fixed-batch run has n * B_problem = B, and its rollouts are n * B_problem * M
+        assert r["n"] * r["b_problem"] == r["B"] == 32 and r["steps"] == 16
+        assert r["rollouts"] == r["n"] * r["b_problem"] * r["steps"]
+    for r in recs:
+        if r["kind"] == "eval_fb":
+            assert r["grid"] == "fixed_batch" and r["compute"] == 32 * r["step"] and r["step"] in (4, 8, 16)
+    assert "Fixed-batch grid" in (out / "report.md").read_text()
     # rerun: everything is read back (no training), same measured n*
     again = run_validate(out, config=_micro_config(), figures=False)
     assert again.measured == res.measured
     kinds2 = [json.loads(line)["kind"] for line in (out / "results.jsonl").read_text().splitlines()]
-    assert kinds2.count("run_done") == 6 and kinds2.count("base") == 1
+    assert kinds2.count("run_done") == 6 and kinds2.count("run_fb_done") == 6 and kinds2.count("base") == 1
+    assert again.fixed_batch["measured"] == res.fixed_batch["measured"]
     # an interruption during the last run (its run_done never written, a line cut short):
     # the rerun redoes that run only, and gets the same numbers
     journal = out / "results.jsonl"
@@ -305,6 +327,7 @@ def test_micro_validation_outputs(micro):
     kinds3 = [json.loads(line)["kind"] for line in journal.read_text().splitlines()[cut + 1:]]
     assert kinds3.count("run_done") == 1 and kinds3.count("base") == 0
     assert resumed.measured == res.measured
+    assert resumed.fixed_batch["measured"] == res.fixed_batch["measured"]
 
 
 def test_base_histogram_not_degenerate(micro):
@@ -359,8 +382,12 @@ def test_plan_shrinks_budget_then_grid():
     cfg = replace(quick_config(), budget=8192, min_budget=1024, n_grid=(2, 4, 8, 16, 32), n_budgets=4)
     fast = plan_grid(cfg, {2: 0.01, 32: 0.02}, 0.1, 1e6)
     assert fast["budget"] == 8192 and not fast["shrunk"]
+    fb = fast["fixed_batch"]  # B = 8 * 8; every grid n divides it
+    assert fb["B"] == 64 and fb["splits"] == [[2, 32], [4, 16], [8, 8], [16, 4], [32, 2]]
+    assert fb["m_max"] == cfg.fb_steps and not fb["shrunk"]
     slow = plan_grid(cfg, {2: 0.1, 32: 0.2}, 0.1, 60)
-    assert slow["budget"] < 8192 and slow["predicted_s"] <= 60
+    assert slow["budget"] < 8192 and slow["predicted_s"] <= 60 * (1 - cfg.fb_share)
+    assert slow["predicted_total_s"] <= 60 and slow["fixed_batch"]["m_max"] < cfg.fb_steps
     very = plan_grid(cfg, {2: 1.0, 32: 2.0}, 0.1, 10)
     assert very["budget"] == 1024 and len(very["n_grid"]) == 3
 

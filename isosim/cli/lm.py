@@ -14,8 +14,9 @@ from ._options import print_json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lm", help="small-LM validation: real GRPO on a tiny GPT vs the surrogate's n*(C)",
                        description="Train a small GPT from scratch on a chained modular-arithmetic task, run a Q1 "
-                                   "grid of real GRPO runs on easy and hard subsets, and compare the measured "
-                                   "compute-optimal n*(C) with the one isosim's surrogate predicts (needs torch).")
+                                   "grid (B_problem fixed) and a fixed-batch grid (n * B_problem fixed) of real GRPO "
+                                   "runs on easy and hard subsets, and compare the measured n*(C) and n*(M) with the "
+                                   "ones isosim's surrogate predicts (needs torch).")
     acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     acts.required = True
     v = acts.add_parser("validate", help="measured vs predicted n*(C) (writes JSON lines, figures, a report)")

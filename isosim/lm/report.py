@@ -119,5 +119,26 @@ def report_text(res) -> str:
         base = ", ".join(f"{k}: {v:.2f}" for k, v in res.baselines[name].items())
         lines += ["", f"Agreement: mean |log2 n*_measured - log2 n*_predicted| = "
                   f"{res.agreement[name]['mean_abs_log2_error']:.2f} (constant predictors: {base}).", ""]
+    fb = res.fixed_batch
+    if fb:
+        lines += ["## Fixed-batch grid", "",
+                  f"Total batch B = n · B_problem = {fb['B']} rollouts per step, (n, B_problem) in "
+                  f"{[tuple(x) for x in fb['splits']]}, M_max = {fb['m_max']} steps, evaluated at M in {fb['steps']} "
+                  "(C = B · M). n*(M): arg-max over splits of the best-so-far validation avg@1 (ties: the smaller n); "
+                  "predicted by the surrogate at the same (n, B_problem, M) with the learning rate fitted above.", ""]
+        for name in fb["measured"]:
+            pm = {p["M"]: p for p in fb["predicted"][name]}
+            n_eval = res.subsets[name]["val"] * cfg.eval_samples
+            lines += [f"**{name}**", "", "| M | C | n* (B_problem*) measured | its avg@1 (± s.e.) | runner-up | "
+                      "n* (B_problem*) predicted |", "|---|---|---|---|---|---|"]
+            for p in fb["measured"][name]:
+                se = math.sqrt(max(p["value"] * (1 - p["value"]), 0.0) / n_eval)
+                ru = f"n={p['runner_up']}: {p['runner_up_value']:.3f}" if "runner_up" in p else "-"
+                q = pm.get(p["M"])
+                pred = f"{q['n']} ({q['B_problem']})" if q else "-"
+                lines.append(f"| {p['M']} | {p['M'] * fb['B']} | {p['n']} ({p['B_problem']}) | {p['value']:.3f} ± {se:.3f} "
+                             f"| {ru} | {pred} |")
+            lines += ["", f"Agreement: mean |log2 n*_measured - log2 n*_predicted| = "
+                      f"{fb['agreement'][name]['mean_abs_log2_error']:.2f} over {fb['agreement'][name]['budgets']} steps.", ""]
     lines.append(f"Wall time {res.seconds:.0f} s. Figures: lm_validation.png, lm_base.png; raw data: results.jsonl.")
     return "\n".join(lines) + "\n"

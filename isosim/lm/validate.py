@@ -19,6 +19,12 @@ Protocol (docs/lm.md has the details):
    one free constant, the learning rate of its (logit-space) Adam, is fitted to the LM's
    learning curve at the reference n (the middle of the grid) and nothing else; then the
    same arg-max rule. Agreement: mean |log2 n*_measured - log2 n*_predicted| over budgets.
+7. Fixed-batch grid per subset: total batch B = n * B_problem fixed (B_problem times the
+   grid's middle n), one run per split (n, B / n) over the grid's n to M_max steps, evaluated
+   at M_max / 2^j (nested, as above). Measured n*(M) and B_problem*(M) = B / n* by the same
+   arg-max rule over splits; predicted by the surrogate at the same (n, B_problem, M) with the
+   learning rate fitted in step 6. The time plan gives this grid at least ``fb_share`` of the
+   grid time.
 
 Everything is appended to ``DIR/results.jsonl`` as it happens; finished runs found there
 (same configuration and plan) are reused, so an interrupted validation resumes.
@@ -72,6 +78,10 @@ class ValidateConfig:
     surrogate: ModelConfig = field(default_factory=ModelConfig)  # the surrogate model (default: isosim's default)
     surrogate_seeds: int = 4
     surrogate_lrs: tuple[float, ...] = tuple(float(x) for x in np.round(np.logspace(-3, 0, 16), 6))
+    fb_steps: int = 256  # planned M_max of the fixed-batch grid (halved until it fits)
+    fb_min_steps: int = 16  # the plan never goes below this M_max
+    fb_n_budgets: int = 4  # fixed-batch evaluations at M_max / 2^j, j < fb_n_budgets
+    fb_share: float = 0.25  # share of the grid time given to the fixed-batch grid (at least)
     time_budget_s: float = 150.0  # wall time of the whole validation
     reserve_s: float = 25.0  # kept for the surrogate, the figures and the report
     seed: int = 0
@@ -84,18 +94,21 @@ class ValidateConfig:
 
 
 def quick_config() -> ValidateConfig:
-    """2 CPU cores, under 3 minutes: a one-layer GPT, k <= 4, B_problem 8, C up to 16384 (8192 on a busy machine)."""
+    """2 CPU cores, under 3 minutes: a one-layer GPT, k <= 4, B_problem 8, C up to 16384 (8192 on a busy machine);
+    fixed batch B = 64, M up to 256 (128 on a busy machine)."""
     task = TaskSpec(1, 4)
     return ValidateConfig(
         name="quick", task=task,
         model=GPTConfig(vocab_size=VOCAB_SIZE, block_size=task.block_size, n_layer=1, n_head=4, n_embd=64),
         sft=SFTConfig(steps=900, batch=128, lr=3e-3, time_limit_s=45),
         grpo=GRPOConfig(lr=3e-4), budget=16384, min_budget=2048, n_budgets=5,
+        fb_steps=256, fb_min_steps=16, fb_n_budgets=4, time_budget_s=165.0,
     )
 
 
 def full_config() -> ValidateConfig:
-    """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17."""
+    """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
+    fixed batch B = 512, M up to 512."""
     task = TaskSpec(1, 6)
     return ValidateConfig(
         name="full", task=task,
@@ -103,7 +116,8 @@ def full_config() -> ValidateConfig:
         sft=SFTConfig(steps=3000, batch=512, lr=2e-3, time_limit_s=90),
         grpo=GRPOConfig(lr=2e-4),
         pool_size=8000, train_size=1024, val_size=256, b_problem=32, n_grid=(2, 4, 8, 16, 32, 64, 128),
-        budget=2**17, min_budget=2**13, n_budgets=8, time_budget_s=400.0, reserve_s=40.0,
+        budget=2**17, min_budget=2**13, n_budgets=8, fb_steps=512, fb_min_steps=32, fb_n_budgets=6,
+        time_budget_s=440.0, reserve_s=40.0,
     )
 
 
@@ -246,13 +260,46 @@ def eval_steps(c_max: int, n_budgets: int, n: int, b_problem: int) -> dict[int, 
     return {c // (n * b_problem): c for c in budgets(c_max, n_budgets) if c >= n * b_problem}
 
 
+def fb_splits(cfg: ValidateConfig, n_grid: list[int]) -> tuple[int, list[tuple[int, int]]]:
+    """The fixed-batch grid's total batch B = B_problem * (the middle n of the grid) and its
+    splits (n, B_problem = B / n) over the grid's n that divide B."""
+    big_b = cfg.b_problem * n_grid[len(n_grid) // 2]
+    return big_b, [(n, big_b // n) for n in n_grid if big_b % n == 0 and big_b // n >= 1]
+
+
+def fb_marks(m_max: int, fb_n_budgets: int) -> list[int]:
+    """The fixed-batch evaluation steps M_max / 2^j, j < fb_n_budgets (at least 1)."""
+    return sorted({int(m_max // 2**j) for j in range(fb_n_budgets) if m_max // 2**j >= 1})
+
+
 def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: float, n_subsets: int = 2) -> dict:
-    """The largest C_max = budget / 2^j (>= min_budget) whose grid fits ``seconds_left``,
-    step time modelled as a + b * n * B_problem from the probe; then fewer n if it must."""
+    """The largest C_max = budget / 2^j (>= min_budget) whose Q1 grid fits its share of
+    ``seconds_left`` (1 - fb_share), step time modelled as a + b * n * B_problem from the probe;
+    then fewer n if it must. The fixed-batch grid gets the rest (at least ``fb_share``): the
+    largest M_max = fb_steps / 2^j (>= fb_min_steps) that fits it."""
     (n0, t0), (n1, t1) = sorted(step_s.items())
     slope = max(0.0, (t1 - t0) / max(1, (n1 - n0) * cfg.b_problem))
     icpt = max(1e-4, t0 - slope * n0 * cfg.b_problem)
     grid = list(cfg.n_grid)
+    q1_left = seconds_left * (1.0 - cfg.fb_share)
+
+    def fixed_batch(ns, left):
+        big_b, splits = fb_splits(cfg, ns)
+
+        def fb_cost(m):
+            return n_subsets * len(splits) * (m * (icpt + slope * big_b) + len(fb_marks(m, cfg.fb_n_budgets)) * eval_s)
+        m = cfg.fb_steps
+        while m > cfg.fb_min_steps and fb_cost(m) > left:
+            m //= 2
+        m = max(m, cfg.fb_min_steps)
+        return {"B": int(big_b), "splits": [[int(n), int(bp)] for n, bp in splits], "m_max": int(m),
+                "predicted_s": fb_cost(m), "shrunk": m < cfg.fb_steps}
+
+    def result(c, ns, shrunk):
+        q1 = cost(c, ns)
+        fb = fixed_batch(ns, max(seconds_left - q1, seconds_left * cfg.fb_share))
+        return {"budget": int(c), "n_grid": ns, "predicted_s": q1, "shrunk": shrunk, "fixed_batch": fb,
+                "predicted_total_s": q1 + fb["predicted_s"]}
 
     def cost(c_max, ns):
         tot = 0.0
@@ -264,12 +311,11 @@ def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: fl
     while True:
         c = cfg.budget
         while c >= cfg.min_budget:
-            if cost(c, grid) <= seconds_left:
-                return {"budget": int(c), "n_grid": grid, "predicted_s": cost(c, grid), "shrunk": c < cfg.budget or grid != list(cfg.n_grid)}
+            if cost(c, grid) <= q1_left:
+                return result(c, grid, c < cfg.budget or grid != list(cfg.n_grid))
             c //= 2
         if len(grid) <= 3:
-            c = cfg.min_budget
-            return {"budget": int(c), "n_grid": grid, "predicted_s": cost(c, grid), "shrunk": True}
+            return result(cfg.min_budget, grid, True)
         grid = grid[:-1]  # drop the largest n: it has the fewest steps at every budget
 
 
@@ -309,6 +355,63 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
             and (r["n"] == 0 or done.get((r["subset"], r["n"])) == r["attempt"])]
 
 
+def run_fb_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str,
+                log) -> list[dict]:
+    """The fixed-batch grid: per subset, one GRPO run per split (n, B_problem = B / n) to M_max
+    steps, evaluated at M_max / 2^j; returns the evaluation records (kind ``eval_fb``)."""
+    fb = plan["fixed_batch"]
+    big_b, m_max = fb["B"], fb["m_max"]
+    marks = set(fb_marks(m_max, cfg.fb_n_budgets))
+    key = {"B": big_b, "m_max": m_max}
+    for name, (train, _, val, _) in subsets.items():
+        for n, bp in fb["splits"]:
+            if journal.last("run_fb_done", subset=name, n=n, **key) is not None:
+                log(f"  {name} n={n} B_problem={bp}: reused")
+                continue
+            attempt = time.time_ns()
+            model = copy.deepcopy(base)
+            tr = GRPOTrainer(model, cfg.task, train, replace(cfg.grpo, n=n, b_problem=bp), device=device,
+                             seed=cfg.seed * 1000 + 500_000 + n)
+            rewards, t0 = [], time.perf_counter()
+            for step in range(1, m_max + 1):
+                rewards.append(tr.step()["reward"])
+                if step in marks:
+                    v = pass_rates(model, cfg.task, val, cfg.eval_samples, device=device,
+                                   seed=cfg.seed + 101 + tr.rollouts).mean()  # same eval noise at equal M
+                    journal.write("eval_fb", grid="fixed_batch", subset=name, n=n, b_problem=bp, step=step,
+                                  compute=tr.rollouts, tokens=tr.tokens, value=float(v),
+                                  train_reward=float(np.mean(rewards[-max(1, step // 4):])), attempt=attempt, **key)
+            secs = time.perf_counter() - t0
+            journal.write("run_fb_done", grid="fixed_batch", subset=name, n=n, b_problem=bp, steps=tr.steps,
+                          rollouts=tr.rollouts, tokens=tr.tokens, seconds=secs, attempt=attempt, **key)
+            last = journal.last("eval_fb", subset=name, n=n, attempt=attempt, **key)
+            log(f"  {name} n={n:<4d} B_problem={bp:<4d} M={tr.steps:<5d} C={tr.rollouts:<8d} {secs:6.1f} s  "
+                f"val avg@1 {last['value']:.3f}")
+    done = {(r["subset"], r["n"]): r["attempt"] for r in journal.records
+            if r["kind"] == "run_fb_done" and r["B"] == big_b and r["m_max"] == m_max}
+    return [r for r in journal.records if r["kind"] == "eval_fb" and r["B"] == big_b and r["m_max"] == m_max
+            and done.get((r["subset"], r["n"])) == r["attempt"]]
+
+
+def fb_curves(evals: list[dict], subset: str) -> dict[int, dict[int, float]]:
+    """``curves[n][M]``: the fixed-batch run n's validation avg@1 after M steps."""
+    curves: dict[int, dict[int, float]] = {}
+    for r in evals:
+        if r["subset"] == subset:
+            curves.setdefault(int(r["n"]), {})[int(r["step"])] = float(r["value"])
+    return curves
+
+
+def fb_n_star(curves: dict[int, dict[int, float]], steps: list[int], big_b: int) -> list[dict]:
+    """n*(M) and B_problem*(M) = B / n*: the n_star rule over splits at each M."""
+    out = []
+    for p in n_star(curves, steps):
+        rec = {"M": p.pop("compute"), "n": p["n"], "B_problem": big_b // p["n"]}
+        rec.update((k, v) for k, v in p.items() if k != "n")
+        out.append(rec)
+    return out
+
+
 def n_star(curves: dict[int, dict[int, float]], budget_list: list[int]) -> list[dict]:
     """n*(C) per budget: arg-max over n of the best-so-far value (ties: the smaller n).
 
@@ -339,35 +442,53 @@ def surrogate_rates(counts: np.ndarray, m: int, how: str) -> np.ndarray:
     return (counts + 0.5) / (m + 1.0) if how == "jeffreys" else counts / m
 
 
-def surrogate_curves(cfg: ValidateConfig, plan: dict, train_counts, val_counts, lr: float) -> dict[int, dict[int, float]]:
-    """The surrogate's validation avg@1 at the plan's budgets for every n, mean over seeds."""
-    from isosim import AlgoConfig, Allocation, EvalConfig, SimConfig, simulate
+def _surrogate_population(cfg: ValidateConfig, train_counts, val_counts):
     from isosim.population import population_from_pass_rates
 
     m = cfg.measure_samples
-    pop = population_from_pass_rates(surrogate_rates(train_counts, m, cfg.pass_rate_estimate),
-                                     surrogate_rates(val_counts, m, cfg.pass_rate_estimate),
-                                     model=cfg.surrogate, seed=cfg.seed)
-    out = {}
-    for n in plan["n_grid"]:
-        marks = eval_steps(plan["budget"], cfg.n_budgets, n, cfg.b_problem)
-        sim = SimConfig(
-            population=_population_cfg(len(train_counts), len(val_counts)),
-            model=cfg.surrogate,
-            algo=AlgoConfig(advantage="grpo" if cfg.grpo.scale_rewards == "group" else "drgrpo",  # batch std ~ a constant under Adam
-                            std_eps=cfg.grpo.std_eps, optimizer="adamw", lr=lr, lr_rule="constant", warmup=0,
-                            beta1=cfg.grpo.betas[0], beta2=cfg.grpo.betas[1]),
-            allocation=Allocation(n=n, b_problem=cfg.b_problem, steps=max(marks)),
-            eval=EvalConfig(ks=(1,), n_evals=1, at_steps=tuple(sorted(marks))),
-        )
-        acc: dict[int, list[float]] = {}
-        for seed in range(cfg.surrogate_seeds):
-            tr = simulate(sim, seed=seed, population=pop).curve("avg@1", "val")
-            for step, v in zip(tr["step"], tr["value"]):
-                if int(step) in marks:
-                    acc.setdefault(marks[int(step)], []).append(float(v))
-        out[n] = {c: float(np.mean(v)) for c, v in acc.items()}
-    return out
+    return population_from_pass_rates(surrogate_rates(train_counts, m, cfg.pass_rate_estimate),
+                                      surrogate_rates(val_counts, m, cfg.pass_rate_estimate),
+                                      model=cfg.surrogate, seed=cfg.seed)
+
+
+def surrogate_curves(cfg: ValidateConfig, plan: dict, train_counts, val_counts, lr: float) -> dict[int, dict[int, float]]:
+    """The surrogate's validation avg@1 at the plan's budgets for every n, mean over seeds."""
+    pop = _surrogate_population(cfg, train_counts, val_counts)
+    return {n: _surrogate_run(cfg, pop, len(train_counts), len(val_counts), n, cfg.b_problem,
+                              eval_steps(plan["budget"], cfg.n_budgets, n, cfg.b_problem), lr)
+            for n in plan["n_grid"]}
+
+
+def surrogate_fb_curves(cfg: ValidateConfig, plan: dict, train_counts, val_counts, lr: float) -> dict[int, dict[int, float]]:
+    """The surrogate's validation avg@1 at the fixed-batch evaluation steps M for every split
+    (n, B_problem = B / n), keyed by n."""
+    pop = _surrogate_population(cfg, train_counts, val_counts)
+    fb = plan["fixed_batch"]
+    marks = {s: s for s in fb_marks(fb["m_max"], cfg.fb_n_budgets)}
+    return {n: _surrogate_run(cfg, pop, len(train_counts), len(val_counts), n, bp, marks, lr) for n, bp in fb["splits"]}
+
+
+def _surrogate_run(cfg: ValidateConfig, pop, n_train: int, n_val: int, n: int, b_problem: int, marks: dict,
+                   lr: float) -> dict[int, float]:
+    """{marks[M]: mean over seeds of the surrogate's validation avg@1 after M steps}."""
+    from isosim import AlgoConfig, Allocation, EvalConfig, SimConfig, simulate
+
+    sim = SimConfig(
+        population=_population_cfg(n_train, n_val),
+        model=cfg.surrogate,
+        algo=AlgoConfig(advantage="grpo" if cfg.grpo.scale_rewards == "group" else "drgrpo",  # batch std ~ a constant under Adam
+                        std_eps=cfg.grpo.std_eps, optimizer="adamw", lr=lr, lr_rule="constant", warmup=0,
+                        beta1=cfg.grpo.betas[0], beta2=cfg.grpo.betas[1]),
+        allocation=Allocation(n=n, b_problem=b_problem, steps=max(marks)),
+        eval=EvalConfig(ks=(1,), n_evals=1, at_steps=tuple(sorted(marks))),
+    )
+    acc: dict[int, list[float]] = {}
+    for seed in range(cfg.surrogate_seeds):
+        tr = simulate(sim, seed=seed, population=pop).curve("avg@1", "val")
+        for step, v in zip(tr["step"], tr["value"]):
+            if int(step) in marks:
+                acc.setdefault(marks[int(step)], []).append(float(v))
+    return {c: float(np.mean(v)) for c, v in acc.items()}
 
 
 def _population_cfg(train: int, val: int):
@@ -392,9 +513,10 @@ def calibrate(cfg: ValidateConfig, plan: dict, train_counts, val_counts, measure
     return lr, {"n_ref": n_ref, "lr": lr, "rmse": math.sqrt(errs[lr]), "errors": errs}
 
 
-def agreement(measured: list[dict], predicted: list[dict]) -> dict:
-    pm = {p["compute"]: p["n"] for p in predicted}
-    diffs = [abs(math.log2(m["n"]) - math.log2(pm[m["compute"]])) for m in measured if m["compute"] in pm]
+def agreement(measured: list[dict], predicted: list[dict], key: str = "compute") -> dict:
+    """Mean |log2 n*_measured - log2 n*_predicted| over the points (budgets C, or steps M with key="M")."""
+    pm = {p[key]: p["n"] for p in predicted}
+    diffs = [abs(math.log2(m["n"]) - math.log2(pm[m[key]])) for m in measured if m[key] in pm]
     return {"mean_abs_log2_error": float(np.mean(diffs)) if diffs else float("nan"), "budgets": len(diffs)}
 
 
@@ -416,6 +538,7 @@ class Validation:
     subsets: dict
     seconds: float
     out: Path = field(default=Path("."))
+    fixed_batch: dict = field(default_factory=dict)  # B, splits, m_max, measured, predicted, agreement, curves
 
     def to_json(self) -> dict:
         strip = lambda pts: [{"compute": p["compute"], "n": p["n"]} for p in pts]  # noqa: E731
@@ -428,7 +551,19 @@ class Validation:
             "calibration": {k: {kk: vv for kk, vv in v.items() if kk != "errors"} for k, v in self.calibration.items()},
             "plan": self.plan,
             "seconds": self.seconds,
+            "fixed_batch": self._fixed_batch_json(),
         }
+
+    def _fixed_batch_json(self) -> dict:
+        fb = self.fixed_batch
+        if not fb:
+            return {}
+        strip = lambda pts: [{"M": p["M"], "n": p["n"], "B_problem": p["B_problem"]} for p in pts]  # noqa: E731
+        return {"B": fb["B"], "m_max": fb["m_max"], "splits": fb["splits"],
+                "measured": {k: strip(v) for k, v in fb["measured"].items()},
+                "predicted": {k: strip(v) for k, v in fb["predicted"].items()},
+                "agreement": {k: {"mean_abs_log2_error": v["mean_abs_log2_error"], "steps": v["budgets"]}
+                              for k, v in fb["agreement"].items()}}
 
 
 def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, device: str = "cpu",
@@ -459,19 +594,29 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
         p = plan_grid(cfg, step_s, eval_s, left)
         plan = journal.write("plan", **p, step_seconds={str(k): v for k, v in step_s.items()}, eval_seconds=eval_s,
                              seconds_left=left)
+        fbp = plan["fixed_batch"]
         log(f"plan: step time {', '.join(f'n={k}: {v * 1e3:.0f} ms' for k, v in step_s.items())}; "
             f"{left:.0f} s left -> C_max {plan['budget']}, n in {plan['n_grid']} (predicted {plan['predicted_s']:.0f} s"
-            f"{', shrunk' if plan['shrunk'] else ''})")
+            f"{', shrunk' if plan['shrunk'] else ''}); fixed batch B {fbp['B']}, M_max {fbp['m_max']} "
+            f"(predicted {fbp['predicted_s']:.0f} s{', shrunk' if fbp['shrunk'] else ''})")
     else:
-        log(f"plan: reused (C_max {plan['budget']}, n in {plan['n_grid']})")
-    plan = {k: plan[k] for k in ("budget", "n_grid", "predicted_s", "shrunk")}
+        log(f"plan: reused (C_max {plan['budget']}, n in {plan['n_grid']}; fixed batch B {plan['fixed_batch']['B']}, "
+            f"M_max {plan['fixed_batch']['m_max']})")
+    plan = {k: plan[k] for k in ("budget", "n_grid", "predicted_s", "shrunk", "fixed_batch", "predicted_total_s")}
 
     blist = budgets(plan["budget"], cfg.n_budgets, min(plan["n_grid"]) * cfg.b_problem)
     log(f"Q1 grid: B_problem {cfg.b_problem}, budgets {blist}")
     evals = run_grid(cfg, plan, model, subsets, journal, device, log)
+    fbp = plan["fixed_batch"]
+    mlist = fb_marks(fbp["m_max"], cfg.fb_n_budgets)
+    log(f"fixed-batch grid: B = n * B_problem = {fbp['B']}, (n, B_problem) in "
+        f"{[tuple(x) for x in fbp['splits']]}, M in {mlist}")
+    fb_evals = run_fb_grid(cfg, plan, model, subsets, journal, device, log)
 
     log("surrogate: calibrating its learning rate on the reference n, predicting n*(C)")
     measured, predicted, agree, base_lines, calib, curves = {}, {}, {}, {}, {}, {}
+    fixed = {"B": fbp["B"], "m_max": fbp["m_max"], "splits": fbp["splits"], "steps": mlist,
+             "measured": {}, "predicted": {}, "agreement": {}, "curves": {}}
     for name, (_, tc, _, vc) in subsets.items():
         mc = measured_curves(evals, name)
         base_value = next(r["value"] for r in evals if r["subset"] == name and r["n"] == 0)
@@ -485,18 +630,29 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
                                                                        for p in measured[name]])["mean_abs_log2_error"]
                             for g in (grid[0], grid[-1])}
         calib[name] = cal
+        fmc, fsc = fb_curves(fb_evals, name), surrogate_fb_curves(cfg, plan, tc, vc, lr)  # the same fitted lr
+        fixed["measured"][name] = fb_n_star(fmc, mlist, fbp["B"])
+        fixed["predicted"][name] = fb_n_star(fsc, mlist, fbp["B"])
+        fixed["agreement"][name] = agreement(fixed["measured"][name], fixed["predicted"][name], key="M")
+        fixed["curves"][name] = {"measured": fmc, "surrogate": fsc}
+        journal.write("prediction_fb", grid="fixed_batch", subset=name, B=fbp["B"], measured=fixed["measured"][name],
+                      predicted=fixed["predicted"][name], agreement=fixed["agreement"][name],
+                      surrogate_curves={str(k): v for k, v in fsc.items()})
         curves[name] = {"measured": mc, "surrogate": sc, "base_value": base_value,
                         "base_surrogate": float(np.mean(surrogate_rates(vc, cfg.measure_samples, cfg.pass_rate_estimate)))}
         journal.write("prediction", subset=name, calibration={k: v for k, v in cal.items() if k != "errors"},
                       measured=measured[name], predicted=predicted[name], agreement=agree[name],
                       surrogate_curves={str(k): v for k, v in sc.items()})
         log(f"  {name}: surrogate lr {lr:g} (fitted at n={cal['n_ref']}, rmse {cal['rmse']:.3f}); "
-            f"mean |log2 n* error| {agree[name]['mean_abs_log2_error']:.2f} over {agree[name]['budgets']} budgets")
+            f"mean |log2 n* error| {agree[name]['mean_abs_log2_error']:.2f} over {agree[name]['budgets']} budgets; "
+            f"fixed batch: n*(M) measured {[p['n'] for p in fixed['measured'][name]]}, predicted "
+            f"{[p['n'] for p in fixed['predicted'][name]]}, mean |log2 error| "
+            f"{fixed['agreement'][name]['mean_abs_log2_error']:.2f}")
     res = Validation(cfg, device, plan, measured, predicted, agree, base_lines, calib, curves, base_rec, pool_rec,
                      {k: {"train": len(v[0]), "val": len(v[2]),
                           "train_mean": float(v[1].mean() / cfg.measure_samples),
                           "val_mean": float(v[3].mean() / cfg.measure_samples)} for k, v in subsets.items()},
-                     0.0, out)
+                     0.0, out, fixed)
     if figures:
         from .report import write_figures
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The small-LM GPU validation (one H200, sized for under 8 minutes including base-model
+# training; the plan shrinks the grid if throughput is lower than planned). Writes the JSON
+# lines journal, the figure, the report and result.json under $OUT/lm (default isosim-out/lm).
+# Needs the lm extra (PyTorch with CUDA). Not yet run: no GPU was lent to the session that wrote it.
+set -euo pipefail
+OUT="${OUT:-isosim-out}"
+mkdir -p "$OUT/lm"
+PYTHONUNBUFFERED=1 python -m isosim lm validate --device cuda --out "$OUT/lm" --json | tee "$OUT/lm/result.json"
