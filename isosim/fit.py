@@ -33,8 +33,25 @@ CI = Mapping[str, tuple[float, float]]
 RESERVED = ("run", "n", "B_problem", "compute", "step")
 
 
+class _Sigmoid:
+    """Shared methods of the fitted laws ``L / (1 + exp(-k (x - x0))) + b`` (fields in PARAMS order)."""
+
+    PARAMS: ClassVar[tuple[str, ...]]
+
+    @property
+    def saturation(self) -> float:
+        """The upper plateau L + b."""
+        return self.L + self.b
+
+    def params(self) -> dict[str, float]:
+        return {p: getattr(self, p) for p in self.PARAMS}
+
+    def predict(self, x) -> np.ndarray:
+        return logistic(np.asarray(x, dtype=float), *(getattr(self, p) for p in self.PARAMS))
+
+
 @dataclass(frozen=True)
-class ScalingLawFit:
+class ScalingLawFit(_Sigmoid):
     """log2 n*(C) = L / (1 + exp(-k (log10 C - log10 C0))) + b, with R^2 and optional CIs."""
 
     PARAMS: ClassVar[tuple[str, ...]] = ("L", "k", "log10_C0", "b")
@@ -46,20 +63,9 @@ class ScalingLawFit:
     ci: CI = field(default_factory=dict)
     n_points: int = 0
 
-    @property
-    def saturation(self) -> float:
-        """The upper plateau L + b of log2 n*."""
-        return self.L + self.b
-
-    def params(self) -> dict[str, float]:
-        return {p: getattr(self, p) for p in self.PARAMS}
-
-    def predict(self, log10_C) -> np.ndarray:
-        return logistic(np.asarray(log10_C, dtype=float), self.L, self.k, self.log10_C0, self.b)
-
 
 @dataclass(frozen=True)
-class MLawFit:
+class MLawFit(_Sigmoid):
     """y(M) = L / (1 + exp(-k (M - M0))) + b, M linear (the study's Q2 form for log2 n*, log2 B_problem*)."""
 
     PARAMS: ClassVar[tuple[str, ...]] = ("L", "k", "M0", "b")
@@ -70,16 +76,6 @@ class MLawFit:
     r2: float
     ci: CI = field(default_factory=dict)
     n_points: int = 0
-
-    @property
-    def saturation(self) -> float:
-        return self.L + self.b
-
-    def params(self) -> dict[str, float]:
-        return {p: getattr(self, p) for p in self.PARAMS}
-
-    def predict(self, M) -> np.ndarray:
-        return logistic(np.asarray(M, dtype=float), self.L, self.k, self.M0, self.b)
 
 
 def fit_scaling_law(
