@@ -25,7 +25,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="isosim", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="isosim", description="isosim: how to split an RL sampling budget into n, B_problem and M, "
+                                                  "studied with bandit surrogate models of GRPO.")
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"isosim {__version__}")
