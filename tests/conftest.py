@@ -1,4 +1,10 @@
 import pytest
+from hypothesis import settings
+
+# Property-based tests explore a fixed, reproducible set of examples (no wall-clock deadline:
+# a first example may include Numba compilation).
+settings.register_profile("isosim", derandomize=True, deadline=None, print_blob=True)
+settings.load_profile("isosim")
 
 from isosim import AlgoConfig, Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig
 
