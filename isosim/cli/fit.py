@@ -7,7 +7,10 @@ import math
 from pathlib import Path
 
 from ..errors import IsosimInputError
-from ..fit import RunsAnalysis, ScalingLawFit, analyse_runs, load_runs
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the analysis stack (scipy, pandas) loads only when the command runs
+    from ..fit import RunsAnalysis, ScalingLawFit
 
 DESCRIPTION = """\
 Fit the IsoCompute workflow to RL logs (CSV or Parquet, one row per evaluation with columns
@@ -41,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         raise IsosimInputError(f"--n-boot must be >= 0, got {args.n_boot}")
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):
         raise IsosimInputError(f"--plot must name a .png or .pdf file, got {args.plot}")
+    from ..fit import analyse_runs, load_runs
+
     runs = load_runs(args.file, metric=args.metric)
     result = analyse_runs(runs, args.metric, args.bucket, args.n_boot, args.seed)
     if args.plot:
