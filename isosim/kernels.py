@@ -173,6 +173,9 @@ def train_steps(rng, L0, Z, Y, order, lengths, mask, beta, V, U, m_beta, v_beta,
     kl = fpar[F_KL]
     ent = fpar[F_ENT]
     idx = np.empty(Bp, dtype=np.int64)
+    seen = np.full(D, -1, dtype=np.int64)  # the step at which a row was last in the batch
+    owner = np.empty(D, dtype=np.int64)  # its first position in that batch
+    repeat = np.zeros(Bp, dtype=np.bool_)
     logits = np.empty(S)
     pi = np.empty((Bp, S))
     logpi = np.empty((Bp, S))
@@ -271,21 +274,24 @@ def train_steps(rng, L0, Z, Y, order, lengths, mask, beta, V, U, m_beta, v_beta,
             else:
                 _adam_dense(V_f, mV_f, vV_f, gV_f, lr, b1, b2, aeps, wd, tglob, opt)
         if us > 0.0:
-            # a problem may appear twice in a batch that straddles two epochs: sum its rows first
+            # a problem may appear twice in a batch that straddles two epochs: fold its later
+            # rows into its first one, so each row gets one optimiser step per batch
             for b in range(Bp):
                 i = idx[b]
-                first = True
-                for b2_ in range(b):
-                    if idx[b2_] == i:
-                        first = False
-                if not first:
+                if seen[i] != t:
+                    seen[i] = t
+                    owner[i] = b
+                    repeat[b] = False
+                else:
+                    repeat[b] = True
+                    for s in range(S):
+                        G[owner[i], s] += G[b, s]
+            for b in range(Bp):
+                if repeat[b]:
                     continue
+                i = idx[b]
                 for s in range(S):
-                    acc = 0.0
-                    for b2_ in range(b, Bp):
-                        if idx[b2_] == i:
-                            acc += G[b2_, s]
-                    gbeta[s] = us * acc * mask[s]
+                    gbeta[s] = us * G[b, s] * mask[s]
                 if opt == OPT_SGD:
                     _sgd_dense(U[i], gbeta, lr, wd)
                 else:

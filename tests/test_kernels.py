@@ -1,5 +1,4 @@
 """Each Numba kernel against its NumPy twin, and the GRPO signal identities."""
-import json
 import os
 import subprocess
 import sys
@@ -9,7 +8,6 @@ import pandas as pd
 import pytest
 
 from isosim import kernels, kernels_ref, simulate
-from isosim.config import AlgoConfig, ModelConfig
 
 VARIANTS = {
     "grpo-adam": {},
@@ -18,6 +16,8 @@ VARIANTS = {
     "decoupled-baseline": {"algo": {"baseline_n": 32}},
     "kl-entropy-filter": {"algo": {"kl_coef": 0.05, "entropy_coef": 0.01, "zero_var_filter": True}},
     "local-offsets": {"model": {"local": 1.0, "shared": 0.5}, "algo": {"weight_decay": 0.01}},
+    # D = 20, B_problem = 16: batches straddle epochs, so a problem can appear twice in one batch
+    "local-repeated-rows": {"population": {"train_size": 20}, "model": {"local": 1.0, "shared": 0.0}},
     "sgd-l2": {"algo": {"optimizer": "sgd", "weight_decay": 0.01, "lr": 0.3}},
     "features": {"model": {"kind": "features", "local": 0.5}},
     "tabular": {"model": {"kind": "tabular"}, "algo": {"lr_rule": "linear"}},
