@@ -339,8 +339,9 @@ def _build(cls: type, data: dict[str, Any], section: str) -> Any:
     if unknown:
         raise IsosimInputError(f"unknown key(s) in [{section}]: {', '.join(sorted(unknown))}")
     kwargs = {}
+    defaults = cls()
     for name, value in data.items():
-        default = getattr(cls(), name) if name != "budget" else 0.0
+        default = getattr(defaults, name)
         if isinstance(default, tuple):
             if name == "mixture_weights":
                 value = tuple((str(b), float(s)) for b, s in value)

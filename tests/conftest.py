@@ -6,7 +6,7 @@ from hypothesis import settings
 settings.register_profile("isosim", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("isosim")
 
-from isosim import AlgoConfig, Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig
+from isosim import Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig
 
 
 @pytest.fixture(scope="session")
