@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from isosim.findings import sweep_specs
 from isosim.meanfield import agreement, fit_n_star_law, n_star, predict
 from isosim.store import RunStore
 from isosim.sweep import SweepSpec, evaluations
@@ -13,7 +14,7 @@ from isosim.sweep import SweepSpec, evaluations
 
 def main(root: Path) -> None:
     for preset in ("easy", "hard"):
-        store = RunStore.load(root / "sweeps" / f"q1-{preset}")
+        store = RunStore.load(root / "findings" / sweep_specs("full")[preset].id)
         spec = SweepSpec.from_dict(store.manifest["spec"])
         sim = evaluations(store.read(), "val")
         t0 = time.perf_counter()

@@ -57,6 +57,7 @@ class PopulationConfig:
 
     preset: str = "easy"
     mixture_weights: tuple[tuple[str, float], ...] = ()
+    val_mixture_weights: tuple[tuple[str, float], ...] = ()  # validation bands; () = as training
     train_size: int = 0  # 0: the preset's default (6000 easy, 5000 hard)
     val_size: int = 300
     measure: str = "sampled"  # "exact" pass rates or avg@16 "sampled" like the study
@@ -83,7 +84,11 @@ class PopulationConfig:
             for band, share in self.mixture_weights:
                 _check(band in BANDS, f"unknown band {band!r} in mixture")
                 _check(_finite(share) and share > 0, f"mixture share of {band!r} must be > 0")
+        for band, share in self.val_mixture_weights:
+            _check(band in BANDS, f"unknown band {band!r} in val_mixture_weights")
+            _check(_finite(share) and share > 0, f"validation share of {band!r} must be > 0")
         if self.preset == "file":
+            _check(not self.val_mixture_weights, "val_mixture_weights does not apply to preset 'file'")
             _check(bool(self.path), "preset 'file' needs a path to a pass-rate file")
         _check(self.train_size >= 0, f"train_size must be >= 0, got {self.train_size}")
         _check(self.val_size >= 1, f"val_size must be >= 1, got {self.val_size}")
@@ -115,6 +120,7 @@ class ModelConfig:
     generality_b: float = 4.0
     prior_scale: float = 2.0  # std of the shared base logits beta0
     embed_scale: float = 2.0  # std of the problem-specific base logits z_i V0
+    skill_link: float = 0.7  # share of the variance of "s solves i" explained by z_i (0: independent)
     # features
     dim: int = 16
     common: float = 0.5
@@ -136,6 +142,8 @@ class ModelConfig:
             _check(_finite(getattr(self, name)) and getattr(self, name) >= 0, f"{name} must be >= 0")
         _check(_finite(self.logit_mean), "logit_mean must be finite")
         _check(_finite(self.common) and 0.0 <= self.common <= 1.0, f"common must be in [0, 1], got {self.common}")
+        _check(_finite(self.skill_link) and 0.0 <= self.skill_link <= 1.0,
+               f"skill_link must be in [0, 1], got {self.skill_link}")
         if self.kind == "tabular":
             return
         _check(self.shared > 0 or self.local > 0, "shared and local are both 0: nothing can learn")
@@ -229,11 +237,13 @@ class EvalConfig:
     at_steps: tuple[int, ...] = ()  # extra evaluation steps (e.g. the M values of a Q2 sweep)
     snapshot_steps: tuple[int, ...] = ()
     sampled: int = 0  # > 0: also unbiased estimates from this many samples per problem
+    hist_bins: int = 0  # > 0: pass@1 histogram metrics ``hist:<i>/<bins>`` (share of problems per bin)
 
     def validate(self) -> None:
         _check(len(self.ks) > 0 and all(isinstance(k, int) and k >= 1 for k in self.ks), "ks must be integers >= 1")
         _check(self.n_evals >= 1, "n_evals must be >= 1")
         _check(self.every >= 0, "every must be >= 0")
+        _check(0 <= self.hist_bins <= 100, f"hist_bins must be in [0, 100], got {self.hist_bins}")
         _check(all(s >= 0 for s in self.snapshot_steps + self.at_steps), "evaluation steps must be >= 0")
         if self.sampled:
             _check(self.sampled >= max(self.ks), f"sampled estimates need at least max(ks) = {max(self.ks)} samples")
@@ -343,7 +353,7 @@ def _build(cls: type, data: dict[str, Any], section: str) -> Any:
     for name, value in data.items():
         default = getattr(defaults, name)
         if isinstance(default, tuple):
-            if name == "mixture_weights":
+            if name in ("mixture_weights", "val_mixture_weights"):
                 value = tuple((str(b), float(s)) for b, s in value)
             else:
                 value = tuple(int(v) for v in value)

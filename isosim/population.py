@@ -119,9 +119,9 @@ def _build_cached(cfg: PopulationConfig, model: ModelConfig) -> Population:
         return _population_from_values(values, cfg, model, world, train_rng, val_rng, len_rng)
     weights = cfg.mixture_weights if cfg.preset == "mixture" else ((cfg.preset, 1.0),)
     sets = []
-    for size, rng in ((d, train_rng), (v, val_rng)):
+    for size, rng, shares in ((d, train_rng, weights), (v, val_rng, cfg.val_mixture_weights or weights)):
         parts, bands = [], []
-        for band, count in _split_counts(weights, size):
+        for band, count in _split_counts(shares, size):
             if count:
                 parts.append(draw_band(model, world, band, count, cfg, rng))
                 bands.append(np.full(count, band, dtype=object))

@@ -1,16 +1,18 @@
 """The main job: the study's Q1 (B_problem fixed, n over powers of two) in simulation on the
-easy and hard presets, the compute-optimal frontier, n*(C) and its sigmoid fit, beside the
-study's fitted values."""
+easy and hard presets, the compute-optimal frontier, n*(C) and its sigmoid fit beside the
+study's fitted values, and the twelve findings of :mod:`isosim.findings`, each computed
+from the stored sweeps."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import IsosimInputError
-from .sweep import SPECS, SweepSpec, evaluations, run_sweep
+from .findings import Results, check_findings, sweep_specs
+from .sweep import SweepSpec, evaluations
 
 #: the study's Q1 fits at B_problem = 32 (PAPER_NOTES), read off its figures
 STUDY_Q1 = {
@@ -21,12 +23,10 @@ METRIC = "avg@4"
 
 
 def reproduce_specs(quick: bool) -> dict[str, SweepSpec]:
-    """``q1-easy`` and ``q1-hard``; ``--quick``: n up to 256, budget 2^20, one seed."""
-    specs = {s.id.split("-")[1]: s for s in SPECS if s.id in ("q1-easy", "q1-hard")}
-    if quick:
-        specs = {k: replace(s, id=s.id + "-quick", n=tuple(2**j for j in range(1, 9)), budget=2.0**20, seeds=(0,))
-                 for k, s in specs.items()}
-    return specs
+    """The Q1 sweeps of the finding set: ``full`` = ``q1-easy`` / ``q1-hard`` (n 2..1024, budget
+    2^23, two seeds); ``--quick``: n in {2, 8, 32, 128, 512}, budget 2^22, two seeds."""
+    specs = sweep_specs("quick" if quick else "full")
+    return {"easy": specs["easy"], "hard": specs["hard"]}
 
 
 @dataclass
@@ -60,17 +60,27 @@ def analyse(preset: str, spec: SweepSpec, results, n_boot: int, seed: int = 0) -
         return PresetResult(preset, spec, None, n_star, str(exc), ev)
 
 
+@dataclass
+class Reproduction:
+    presets: dict[str, PresetResult]
+    findings: list[dict]
+
+    def to_json(self) -> dict:
+        return {**{p: r.to_json() for p, r in self.presets.items()}, "findings": self.findings}
+
+
 def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = None, backend: str = "local",
-                  address: str | None = None, progress: bool = True, n_boot: int | None = None) -> dict[str, PresetResult]:
+                  address: str | None = None, progress: bool = True, n_boot: int | None = None) -> Reproduction:
+    """Every finding sweep (resumable, under ``out/findings``), the Q1 analysis of easy and
+    hard with bootstrap CIs, the twelve finding checks, and the Q1 figures."""
     out = Path(out)
     n_boot = (50 if quick else 200) if n_boot is None else n_boot
-    results = {}
-    for preset, spec in reproduce_specs(quick).items():
-        store = run_sweep(spec, out / "sweeps" / spec.id, backend=backend, address=address, workers=workers,
-                          progress=progress)
-        results[preset] = analyse(preset, spec, store.read(), n_boot)
-    write_figures(results, out / "figures")
-    return results
+    results = Results(out / "findings", "quick" if quick else "full", progress=progress, workers=workers,
+                      backend=backend, address=address)
+    results.ensure()
+    presets = {p: analyse(p, results.specs[p], results.raw(p), n_boot) for p in ("easy", "hard")}
+    write_figures(presets, out / "figures")
+    return Reproduction(presets, check_findings(results))
 
 
 def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
@@ -93,9 +103,9 @@ def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
     return written
 
 
-def report(results: dict[str, PresetResult]) -> str:
+def report(rep: Reproduction) -> str:
     lines = []
-    for preset, res in results.items():
+    for preset, res in rep.presets.items():
         s = res.spec
         lines.append(f"== {preset} (spec {s.id}: B_problem = {s.b_problem[0]}, n = {s.n[0]}..{s.n[-1]}, "
                      f"budget {s.budget:.3g} rollouts, {len(s.seeds)} seed(s); validation {METRIC}) ==")
@@ -117,4 +127,7 @@ def report(results: dict[str, PresetResult]) -> str:
         else:
             lines.append(f"scaling law not fitted: {res.error}")
         lines.append("")
+    lines.append("== findings (issue 4 numbering; paper_figures/FINDINGS.md explains each) ==")
+    for f in rep.findings:
+        lines.append(f"{f['id']:>3}  {'holds' if f['holds'] else 'DOES NOT HOLD':<14} {f['title']}")
     return "\n".join(lines)

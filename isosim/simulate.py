@@ -29,7 +29,8 @@ class Trace:
     ``table`` columns: config_id, seed, step, compute_rollouts, compute_tokens, split
     (``train``, ``val`` and, for mixtures, ``val/<band>``), metric (``avg@k``,
     ``best@k``, ``worst@k``, ``entropy``, ``kl``, ``zero_var_frac``, and
-    ``<metric>:sampled`` estimates when asked), value. ``snapshots`` columns: step,
+    ``<metric>:sampled`` estimates and ``hist:<i>/<bins>`` pass@1 histogram shares when
+    asked), value. ``snapshots`` columns: step,
     split, problem, pass_rate.
     """
 
@@ -194,6 +195,10 @@ def _metrics(p, h, kl, ev, rng):
     for k in ev.ks:
         for kind in ("avg", "best", "worst"):
             yield f"{kind}@{k}", float(np.mean(exact_metric(p, kind, k)))
+    if ev.hist_bins:
+        counts, _ = np.histogram(p, bins=ev.hist_bins, range=(0.0, 1.0))
+        for i, c in enumerate(counts):
+            yield f"hist:{i}/{ev.hist_bins}", c / p.size
     yield "entropy", float(np.mean(h))
     yield "kl", float(np.mean(kl))
     if ev.sampled:

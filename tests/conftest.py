@@ -18,3 +18,23 @@ def small_cfg() -> SimConfig:
         allocation=Allocation(n=8, b_problem=16, steps=60),
         eval=EvalConfig(n_evals=6),
     )
+
+
+@pytest.fixture(scope="session")
+def quick_reproduction(tmp_path_factory):
+    """``isosim reproduce --quick --json`` run once per session: (out folder, parsed JSON).
+
+    Its sweeps are the reduced finding sweeps; the finding tests read them from here.
+    """
+    import contextlib
+    import io
+    import json
+
+    from isosim.cli import main
+
+    out = tmp_path_factory.mktemp("reproduce") / "out"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(["reproduce", "--quick", "--out", str(out), "--json", "--n-boot", "5", "--workers", "2"])
+    assert code == 0
+    return out, json.loads(buf.getvalue())

@@ -99,3 +99,52 @@ def test_file_population(tmp_path):
     pop = build_population(PopulationConfig(preset="file", path=str(f), val_size=30), ModelConfig())
     np.testing.assert_allclose(np.sort(pop.train.base_pass), rates, rtol=1e-9)
     assert len(pop.val) == 30 and np.all(np.isin(np.round(pop.val.base_pass, 9), np.round(rates, 9)))
+
+
+def test_skill_link_keeps_each_strategys_solve_rate_and_ties_it_to_the_embedding():
+    """Y[i, s] = 1{sqrt(rho) (z W)_s + sqrt(1 - rho) e > Phi^-1(1 - q_s)}: P(Y = 1) = q_s for any rho;
+    with rho > 0 the embedding predicts Y, with rho = 0 it does not."""
+    from isosim.models import strategies
+
+    rng = np.random.default_rng(3)
+    size = 20000
+    for rho in (0.0, 0.7):
+        cfg = ModelConfig(skill_link=rho, n_strategies=8, rank=4)
+        world = strategies.make_world(cfg, rng)
+        probs = strategies.draw(cfg, world, rng, size)
+        q = world["generality"]
+        se = np.sqrt(q * (1 - q) / size)
+        assert np.all(np.abs(probs.rewards.mean(axis=0) - q) < 5 * se + 1e-12)
+        if rho == 0:
+            assert "W" not in world
+            continue
+        score = probs.features @ world["W"]  # (z W)_s
+        for s in np.flatnonzero((q > 0.05) & (q < 0.95)):
+            y = probs.rewards[:, s].astype(bool)
+            diff = score[y, s].mean() - score[~y, s].mean()
+            se_d = np.sqrt(score[y, s].var() / y.sum() + score[~y, s].var() / (~y).sum())
+            assert diff > 5 * se_d
+
+
+def test_skill_link_zero_is_the_independent_generator():
+    """With rho = 0 the generator draws exactly what the independent model draws."""
+    from isosim.models import strategies
+
+    cfg = ModelConfig(skill_link=0.0)
+    a = strategies.draw(cfg, strategies.make_world(cfg, np.random.default_rng(1)), np.random.default_rng(2), 50)
+    rng = np.random.default_rng(2)
+    world = strategies.make_world(cfg, np.random.default_rng(1))
+    z = rng.normal(size=(50, cfg.rank))
+    y = (rng.random((50, cfg.n_strategies)) < world["generality"][None, :]).astype(float)
+    assert np.array_equal(a.rewards, y) and np.array_equal(a.features, z)
+
+
+def test_validation_bands_can_differ_from_training():
+    cfg = PopulationConfig(preset="hard", val_mixture_weights=(("easy", 0.5), ("very-easy", 0.5)), measure="exact",
+                           **SMALL)
+    pop = build_population(cfg, ModelConfig())
+    assert set(pop.train.band) == {"hard"} and pop.train.base_pass.max() <= 0.0625
+    assert sorted(set(pop.val.band)) == ["easy", "very-easy"]
+    assert np.all(pop.val.base_pass[pop.val.band == "very-easy"] >= 0.6)
+    with pytest.raises(IsosimInputError, match="unknown band"):
+        PopulationConfig(val_mixture_weights=(("medium", 1.0),)).validate()

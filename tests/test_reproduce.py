@@ -5,12 +5,11 @@ from isosim.cli import main
 from isosim.reproduce import STUDY_Q1, reproduce_specs
 
 
-def test_reproduce_quick_json_and_figures(tmp_path, capsys):
-    out = tmp_path / "out"
-    assert main(["reproduce", "--quick", "--out", str(out), "--json", "--n-boot", "5", "--workers", "2"]) == 0
-    res = json.loads(capsys.readouterr().out)
-    assert set(res) == {"easy", "hard"}
-    for preset, fit in res.items():
+def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
+    out, res = quick_reproduction
+    assert set(res) == {"easy", "hard", "findings"}
+    for preset in ("easy", "hard"):
+        fit = res[preset]
         assert fit["metric"] == "avg@4"
         assert {"sigmoid", "ci", "r2", "n_star", "frontier"} <= set(fit)
         spec = reproduce_specs(True)[preset]
@@ -19,12 +18,16 @@ def test_reproduce_quick_json_and_figures(tmp_path, capsys):
         assert comps == sorted(comps) and comps[-1] / comps[0] >= 100  # at least two decades
         if fit["sigmoid"] is not None:
             assert set(fit["sigmoid"]) == set(STUDY_Q1[preset])
+    assert [f["id"] for f in res["findings"]] == list(range(1, 13))
     for name in ("frontier-easy", "frontier-hard", "n-star-easy", "n-star-hard"):
         assert (out / "figures" / f"{name}.png").stat().st_size > 1000
         assert (out / "figures" / f"{name}.pdf").exists()
-    # a rerun reads the stored sweeps instead of recomputing them
+    # a rerun reads the stored sweeps instead of recomputing them, and says the same
     stored = sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet"))
     assert main(["reproduce", "--quick", "--out", str(out), "--n-boot", "0"]) == 0
     assert sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet")) == stored
     text = capsys.readouterr().out
-    assert "n*" in text and "study" in text or "not fitted" in text
+    assert "n*" in text and "study" in text
+    for f in res["findings"]:
+        assert f"{f['id']:>3}  {'holds' if f['holds'] else 'DOES NOT HOLD'}" in text
+    json.dumps(res)  # plain JSON all the way down

@@ -196,3 +196,14 @@ def test_features_common_sets_transfer_direction():
         gains[common] = after - before
     assert gains[1.0] > 0.05
     assert abs(gains[0.0]) < 0.5 * gains[1.0]
+
+
+def test_pass_rate_histogram_metrics_match_the_snapshots(small_cfg):
+    cfg = small_cfg.replace(eval={"hist_bins": 5, "snapshot_steps": (small_cfg.allocation.steps,)})
+    tr = simulate(cfg, seed=2)
+    last = tr.table[(tr.table["step"] == tr.steps) & (tr.table["split"] == "train")]
+    hist = last[last["metric"].str.startswith("hist:")].set_index("metric")["value"]
+    assert list(hist.index) == [f"hist:{i}/5" for i in range(5)]
+    p = tr.snapshots[(tr.snapshots["step"] == tr.steps) & (tr.snapshots["split"] == "train")]["pass_rate"]
+    expected = np.histogram(p, bins=5, range=(0, 1))[0] / len(p)
+    assert np.allclose(hist.to_numpy(), expected) and abs(hist.sum() - 1) < 1e-12

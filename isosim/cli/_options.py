@@ -17,7 +17,7 @@ from ..config import SimConfig, _SECTION_TYPES
 from ..errors import IsosimInputError
 
 _RENAMES = {("model", "kind"): "model", ("population", "seed"): "data-seed"}
-_SKIP = {("population", "mixture_weights"), ("population", "path"), ("population", "data_digest")}
+_SKIP = {("population", "mixture_weights"), ("population", "val_mixture_weights"), ("population", "path"), ("population", "data_digest")}
 
 
 def _flag(section: str, name: str) -> str:
@@ -72,6 +72,8 @@ def _int_tuple(text: str) -> tuple[int, ...]:
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="starting config (TOML or JSON); flags override it")
     parser.add_argument("--mixture", metavar="BAND=SHARE,...", help="mixture of bands, e.g. hard=0.5,easy=0.5")
+    parser.add_argument("--val-mixture", metavar="BAND=SHARE,...",
+                        help="validation bands, when they differ from training, e.g. easy=0.5,very-easy=0.5")
     parser.add_argument("--pass-rates", metavar="FILE", help="population matching a file of per-problem pass rates")
     defaults = SimConfig()
     for section, cls in _SECTION_TYPES.items():
@@ -116,6 +118,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         alloc["steps"] = 0
     if args.mixture:
         changes.setdefault("population", {}).update(preset="mixture", mixture_weights=parse_mixture(args.mixture))
+    if args.val_mixture:
+        changes.setdefault("population", {}).update(val_mixture_weights=parse_mixture(args.val_mixture))
     if args.pass_rates:
         from ..population import file_digest
 

@@ -1,4 +1,5 @@
-"""``isosim reproduce``: the study's Q1 in simulation, its frontier and n*(C) fits, and figures."""
+"""``isosim reproduce``: the study's Q1 in simulation, its frontier and n*(C) fits, the twelve
+findings, and figures."""
 from __future__ import annotations
 
 import argparse
@@ -7,12 +8,13 @@ from ._options import print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="the main job: Q1 on the easy and hard presets, frontier and n*(C) fit",
+    p = sub.add_parser("reproduce", help="the main job: Q1 on easy and hard, n*(C) fits, the twelve findings",
                        description="Run the study's Q1 in simulation (easy and hard presets, B_problem = 32, n over "
-                                   "powers of two), fit the compute-optimal n*(C) and write figures.")
-    p.add_argument("--quick", action="store_true", help="smaller grid and budget (under a minute)")
+                                   "powers of two), fit the compute-optimal n*(C), check the twelve findings "
+                                   "(paper_figures/FINDINGS.md) from their sweeps and write figures.")
+    p.add_argument("--quick", action="store_true", help="the reduced finding sweeps that CI runs (a few minutes)")
     p.add_argument("--out", default="isosim-out", metavar="DIR", help="results and figures (default ./isosim-out/)")
-    p.add_argument("--json", action="store_true", help='print {"easy": <fit json>, "hard": <fit json>}')
+    p.add_argument("--json", action="store_true", help='print {"easy": <fit json>, "hard": <fit json>, "findings": [{"id", "title", "holds", "evidence"}]}')
     p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
     p.add_argument("--backend", default="local", choices=("local", "dask", "ray"))
     p.add_argument("--address", help="scheduler address for dask / ray")
@@ -26,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     results = run_reproduce(args.out, quick=args.quick, workers=args.workers, backend=args.backend,
                             address=args.address, progress=not args.json, n_boot=args.n_boot)
     if args.json:
-        print_json({preset: res.to_json() for preset, res in results.items()})
+        print_json(results.to_json())
         return 0
     print(report(results))
     print(f"figures and sweep results in {args.out}/")

@@ -21,17 +21,38 @@ from . import PathScales, Problems
 
 def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
     s, r = cfg.n_strategies, cfg.rank
-    return {
+    world = {
         "generality": rng.beta(cfg.generality_a, cfg.generality_b, s),
         "beta0": rng.normal(0.0, cfg.prior_scale, s),
         "V0": rng.normal(0.0, cfg.embed_scale / np.sqrt(max(r, 1)), (r, s)),
     }
+    if cfg.skill_link > 0 and r > 0:
+        w = rng.normal(size=(r, s))
+        world["W"] = w / np.linalg.norm(w, axis=0, keepdims=True)  # unit columns: (z W)_s ~ N(0, 1)
+    return world
+
+
+def solves(cfg: ModelConfig, world: dict, rng: np.random.Generator, z: np.ndarray) -> np.ndarray:
+    """``Y[i, s] = 1`` with probability ``q_s`` for every problem.
+
+    With ``skill_link`` rho > 0, ``Y[i, s] = 1{sqrt(rho) (z_i W)_s + sqrt(1 - rho) e_is >
+    Phi^-1(1 - q_s)}``: the same marginal ``q_s``, but which strategies solve a problem is
+    partly predictable from its embedding, so what the shared ``V`` learns on training
+    problems can transfer to new ones (skills, not only sharpening of the base policy).
+    """
+    q = world["generality"][None, :]
+    if "W" not in world:
+        return (rng.random((z.shape[0], cfg.n_strategies)) < q).astype(float)
+    from scipy.special import ndtri
+
+    rho = cfg.skill_link
+    score = np.sqrt(rho) * (z @ world["W"]) + np.sqrt(1.0 - rho) * rng.normal(size=(z.shape[0], cfg.n_strategies))
+    return (score > ndtri(1.0 - q)).astype(float)
 
 
 def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> Problems:
-    s, r = cfg.n_strategies, cfg.rank
-    z = rng.normal(size=(size, r))
-    y = (rng.random((size, s)) < world["generality"][None, :]).astype(float)
+    z = rng.normal(size=(size, cfg.rank))
+    y = solves(cfg, world, rng, z)
     logits = world["beta0"][None, :] + z @ world["V0"]
     return Problems(logits, z, y)
 

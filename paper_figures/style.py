@@ -1,0 +1,60 @@
+"""Shared style and plumbing of the paper figures: one seaborn look, PNG + PDF, and a
+``main`` that lets every figure script run on its own from stored sweep results."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import seaborn as sns
+
+from isosim.findings import Results
+from isosim.plotting import PALETTE, new_figure, save_figure, set_style
+
+__all__ = ["PALETTE", "COLORS", "figure", "save", "n_colors", "main", "log2_axis"]
+
+#: distinct colours for a few named series (n is always coloured with the viridis PALETTE)
+COLORS = sns.color_palette("colorblind")
+
+
+def figure(ncols: int = 1, width: float = 4.2, height: float = 3.2):
+    set_style()
+    return new_figure(ncols, width, height)
+
+
+def save(fig, out: Path, name: str) -> list[Path]:
+    return save_figure(fig, Path(out) / name)
+
+
+def n_colors(values) -> dict:
+    values = sorted(set(int(v) for v in values))
+    return dict(zip(values, sns.color_palette(PALETTE, len(values))))
+
+
+def log2_axis(ax, values) -> None:
+    ax.set_yscale("log", base=2)
+    ticks = sorted(set(int(v) for v in values))
+    ax.set_yticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
+
+
+def main(make) -> None:
+    """``python fig_xx.py [--root DIR] [--quick] [--out DIR]``: draw one figure from stored sweeps."""
+    p = argparse.ArgumentParser(description=make.__doc__)
+    p.add_argument("--root", default="isosim-out/findings", help="stored finding sweeps (isosim figures)")
+    p.add_argument("--quick", action="store_true", help="read the quick-scale sweeps")
+    p.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    a = p.parse_args()
+    scale = "quick" if a.quick else "full"
+    for path in make(Results(Path(a.root), scale, run=False), Path(a.out)):
+        print(path)
+
+
+def mean_curve(ev, metric, by=("n",)):
+    """Mean over replicates of ``metric`` against compute, per ``by``."""
+    d = ev[ev["compute"] > 0]
+    return d.groupby([*by, "compute"], as_index=False)[metric].mean()
+
+
+def finite(x) -> bool:
+    return x is not None and np.isfinite(x)
