@@ -117,11 +117,11 @@ def fit_logistic(
         raise IsosimInputError(
             f"a sigmoid fit needs at least 4 distinct {x_name} values, got {n_distinct}"
         )
-    if np.ptp(y) == 0:
-        raise IsosimInputError(f"{y_name} is constant ({y[0]:g}): there is no curve to fit")
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # the span of huge finite values overflows: checked below
         x0, xs, y0, ys = x.min(), np.ptp(x), y.min(), np.ptp(y)
         u, v = (x - x0) / xs, (y - y0) / ys
+    if ys == 0:
+        raise IsosimInputError(f"{y_name} is constant ({y[0]:g}): there is no curve to fit")
     if not (np.isfinite(xs) and np.isfinite(ys) and xs > 0 and ys > 0):
         raise IsosimInputError(f"{x_name} or {y_name} spans a range too large or small to fit")
     if not (np.all(np.isfinite(u)) and np.all(np.isfinite(v))):

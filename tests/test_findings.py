@@ -176,3 +176,13 @@ def test_finding_sweeps_are_plain_data_and_valid():
     with pytest.raises(IsosimInputError):
         get_finding(13)
     assert np.all(np.diff([f.id for f in FINDINGS]) == 1)
+
+
+def test_figures_only_draws_some_and_keeps_findings_json(quick_reproduction, tmp_path):
+    out, _ = quick_reproduction
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    (figs / "findings.json").write_text("[]\n")
+    assert main(["figures", "--quick", "--root", str(out / "findings"), "--out", str(figs), "--only", "2,11"]) == 0
+    assert sorted(p.name for p in figs.glob("*.png")) == ["fig02_hard_vs_easy.png", "fig11_histograms.png"]
+    assert (figs / "findings.json").read_text() == "[]\n"

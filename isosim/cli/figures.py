@@ -19,7 +19,8 @@ def default_scripts() -> Path:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("figures", help="regenerate every paper figure (running missing finding sweeps)",
                        description="Run the finding sweeps that are not stored yet (resumable), then every "
-                                   "paper_figures/fig*.py script, and write findings.json beside the figures.")
+                                   "paper_figures/fig*.py script, and write findings.json (the verdicts and their "
+                                   "evidence) beside the figures; --only draws some figures and leaves findings.json.")
     p.add_argument("--quick", action="store_true", help="the reduced sweeps that CI runs")
     p.add_argument("--root", default="isosim-out/findings", metavar="DIR", help="finding sweeps (default %(default)s)")
     p.add_argument("--out", metavar="DIR", help="figures (default paper_figures/figures, quick: isosim-out/figures-quick)")
@@ -75,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sys.path.remove(str(scripts_dir))
     findings = check_findings(results, ids=set(ids))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "findings.json").write_text(json.dumps(findings, indent=1) + "\n")
+    if only is None:  # a partial run leaves the full findings.json as it was
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "findings.json").write_text(json.dumps(findings, indent=1) + "\n")
     if args.json:
         print_json({"figures": written, "findings": findings})
     else:
