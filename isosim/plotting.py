@@ -86,12 +86,15 @@ def plot_n_star(n_star_df: pd.DataFrame, fit: ScalingLawFit | None = None, ax: A
 
 
 def save_figure(fig: Figure, path: str | Path, formats: Sequence[str] = ("png", "pdf"), dpi: int = 200) -> list[Path]:
-    """Write ``fig`` as path.<fmt> for each format (the suffix of ``path`` is replaced)."""
+    """Write ``fig`` as path.<fmt> for each format (the suffix of ``path`` is replaced).
+
+    No creation date goes into PDF or PNG metadata, so the same data give the same bytes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     out = []
     for fmt in formats:
         target = path.with_suffix(f".{fmt}")
-        fig.savefig(target, dpi=dpi, format=fmt)
+        meta = {"pdf": {"CreationDate": None}, "png": {"Software": None}}.get(fmt)
+        fig.savefig(target, dpi=dpi, format=fmt, metadata=meta)
         out.append(target)
     return out

@@ -42,6 +42,16 @@ def test_simulate_from_config_file(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["config_id"] == cfg.config_id()
 
 
+def test_simulate_validation_bands_and_histogram_flags(capsys):
+    args = ["simulate", "--preset", "hard", "--val-mixture", "easy=0.5,very-easy=0.5", "--hist-bins", "4",
+            "--steps", "5", "--json", *FAST]
+    assert main(args) == 0
+    final = json.loads(capsys.readouterr().out)["final"]
+    assert {"val/easy", "val/very-easy"} <= set(final)
+    assert final["val/very-easy"]["avg@1"] > final["val/easy"]["avg@1"] > final["train"]["avg@1"]
+    assert sum(final["train"][f"hist:{i}/4"] for i in range(4)) == pytest.approx(1.0)
+
+
 def _run_cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "isosim", *args], capture_output=True, text=True, cwd=cwd)
 
@@ -52,6 +62,7 @@ def _run_cli(*args, cwd=None):
     (["simulate", "--b-problem", "7000", "--budget", "1e7"], "exceeds the training set"),
     (["simulate", "--n", "abc"], "expected an integer"),
     (["simulate", "--preset", "medium", "--budget", "1e5"], "unknown preset"),
+    (["simulate", "--val-mixture", "medium=1", "--budget", "1e5"], "unknown band"),
     (["simulate", "--pass-rates", "missing.csv", "--budget", "1e5"], "cannot read"),
 ])
 def test_bad_input_one_line_exit_2(args, message):

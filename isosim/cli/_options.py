@@ -144,3 +144,11 @@ def parse_mixture(text: str) -> tuple[tuple[str, float], ...]:
 
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=None, sort_keys=False, default=float))
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """``--backend``, ``--address`` and ``--workers``: where the runs of a sweep execute."""
+    parser.add_argument("--backend", default="local", choices=("local", "dask", "ray"),
+                        help="local processes (default), or a Dask / Ray cluster")
+    parser.add_argument("--address", help="scheduler address of a running Dask or Ray cluster")
+    parser.add_argument("--workers", type=int, help="worker processes (default: all cores)")

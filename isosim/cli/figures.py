@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import IsosimInputError
-from ._options import print_json
+from ._options import add_executor_options, print_json
 
 
 def default_scripts() -> Path:
@@ -26,9 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="figures (default paper_figures/figures, quick: isosim-out/figures-quick)")
     p.add_argument("--scripts", metavar="DIR", help="figure scripts (default: paper_figures/ of this checkout)")
     p.add_argument("--only", metavar="N,...", help="only these figure numbers, e.g. 1,3")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-    p.add_argument("--backend", default="local", choices=("local", "dask", "ray"))
-    p.add_argument("--address", help="scheduler address for dask / ray")
+    add_executor_options(p)
     p.add_argument("--json", action="store_true", help="print the written paths and the findings as JSON")
     p.set_defaults(func=run)
 

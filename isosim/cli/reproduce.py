@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._options import print_json
+from ._options import add_executor_options, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,9 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="the reduced finding sweeps that CI runs (a few minutes)")
     p.add_argument("--out", default="isosim-out", metavar="DIR", help="results and figures (default ./isosim-out/)")
     p.add_argument("--json", action="store_true", help='print {"easy": <fit json>, "hard": <fit json>, "findings": [{"id", "title", "holds", "evidence"}]}')
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-    p.add_argument("--backend", default="local", choices=("local", "dask", "ray"))
-    p.add_argument("--address", help="scheduler address for dask / ray")
+    add_executor_options(p)
     p.add_argument("--n-boot", type=int, help="bootstrap resamples for the CIs (default 200, quick 50)")
     p.set_defaults(func=run)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import IsosimInputError
-from ._options import print_json
+from ._options import add_executor_options, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,9 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", nargs="*", metavar="SPEC | status DIR",
                    help="a TOML spec file or a built-in spec id (q1-easy, q1-easy-testing, ...)")
     p.add_argument("--out", metavar="DIR", help="result store directory (created, or resumed)")
-    p.add_argument("--backend", default="local", choices=("local", "dask", "ray"))
-    p.add_argument("--address", help="scheduler address of a running Dask or Ray cluster")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    add_executor_options(p)
     p.add_argument("--root-seed", type=int, default=0, help="root seed from which each replicate's seed is derived")
     p.add_argument("--list", action="store_true", help="list the built-in specs")
     p.add_argument("--json", action="store_true", help="print JSON (status, list)")
