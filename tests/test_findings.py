@@ -35,53 +35,59 @@ def test_every_finding_is_reported_with_evidence(quick):
     assert check_findings(results) == [findings[i] for i in sorted(findings)]
 
 
+def _by_n(d):
+    return {int(n): v for n, v in d.items()}
+
+
 def test_finding_01_easy_n_star_rises_and_saturates(quick):
     f, e = quick[0][1], _ev(quick, 1)
     assert f["holds"]
     assert e["k"] > 0 and e["L"] >= 2 and e["r2"] >= 0.7
-    assert e["n_star_min"] == 2 and e["n_star_top"] >= 8 and e["n_star_max"] < 512
+    assert e["n_star_min"] == 2 and e["n_star_top"] >= 128 and e["n_star_max"] < 2048
+    final = _by_n(e["final_by_n"])
+    assert max(final[2], final[8]) + 0.015 < final[128]  # small n plateaus lower
+    assert final[2048] < max(final.values()) - 0.01  # the largest n falls behind: saturation
     # ablation: without the shared path n* on the training set stays small
     assert e["ablation_no_interference_train"]["n_star_max"] <= 8
 
 
-def test_finding_02_hard_rises_and_large_n_meets_zero_signal_groups(quick):
+def test_finding_02_hard_saturates_lower_and_meets_zero_signal_groups(quick):
     f, e = quick[0][2], _ev(quick, 2)
+    assert f["holds"] and e["hard_saturates_lower"]
+    assert e["log2_n_star_top"]["hard"] <= e["log2_n_star_top"]["easy"] - 1
     assert e["hard"]["fitted"] and e["hard"]["k"] > 0 and e["hard"]["L"] >= 2
-    zero = {p: [v for _, v in sorted(((int(n), v) for n, v in e["zero_signal_share_by_n"][p].items()))]
-            for p in ("easy", "hard")}
+    zero = {p: [v for _, v in sorted(_by_n(e["zero_signal_share_by_n"][p]).items())] for p in ("easy", "hard")}
     for p in zero:
         assert all(a > b for a, b in zip(zero[p], zero[p][1:]))  # larger n: fewer groups without signal
     assert zero["hard"][0] > zero["easy"][0] + 0.05
-    # at the quick scale hard saturates no higher than easy, but not a doubling lower (FINDINGS.md)
-    assert e["log2_n_star_top"]["hard"] <= e["log2_n_star_top"]["easy"]
-    assert not f["holds"]
 
 
-def test_finding_03_coverage_on_hard_and_the_extremely_hard_pattern(quick):
+def test_finding_03_mechanisms(quick):
     f, e = quick[0][3], _ev(quick, 3)
-    assert e["hard_coverage"] and e["hard"]["n_best_best@4"] > e["hard"]["n_best_worst@4"]
+    # extremely hard: best@4 favours a large n, worst@4 peaks at a moderate n and the largest n is worse
     assert e["extremely_hard_pattern"]
     xh = e["extremely_hard"]
-    assert xh["worst@4"]["512"] < max(xh["worst@4"].values())
-    # easy: at the quick scale both metrics favour large n and the sharpening order does not show
-    assert e["easy"]["n_best_worst@4"] >= 32 and e["easy"]["n_best_best@4"] >= 32
-    assert f["holds"] == e["easy_sharpening"] is False
+    assert xh["n_best_best@4"] >= 512 and xh["worst@4"]["2048"] < max(xh["worst@4"].values()) - 0.02
+    # easy and hard: both metrics peak at the same n, so neither order shows (FINDINGS.md)
+    for p in ("easy", "hard"):
+        assert e[p]["n_best_worst@4"] == e[p]["n_best_best@4"] >= 128
+    assert not f["holds"] and not e["easy_sharpening"] and not e["hard_coverage"]
 
 
 def test_finding_04_fixed_batch_and_its_ablation(quick):
     f, e = quick[0][4], _ev(quick, 4)
     assert len(e["M"]) == len(e["n_star"]) == len(e["B_problem_star"])
     assert all(n * b == 4096 for n, b in zip(e["n_star"], e["B_problem_star"]))
+    assert f["holds"] and e["spearman_n"] > 0 > e["spearman_B_problem"]
     # without interference the smallest n (the most problems per step) wins at every M
     abl = e["ablation_no_interference_train"]
     assert set(abl["n_star"]) == {min(sweep_specs("quick")["q2-easy"].n)} and not abl["rises"]
-    assert f["holds"] == e["rises"] is False
 
 
-def test_finding_05_n_matters_more_than_b_problem(quick):
+def test_finding_05_n_against_b_problem(quick):
     f, e = quick[0][5], _ev(quick, 5)
-    assert f["holds"] and e["ratio"] >= 2
-    assert e["over_n_percent"] > e["over_B_problem_percent"] > 0
+    assert e["over_n_percent"] > e["over_B_problem_percent"] > 0  # n matters more, but not twice as much
+    assert not f["holds"] and e["ratio"] < 2
 
 
 def test_finding_06_tabular_null(quick):
@@ -91,13 +97,13 @@ def test_finding_06_tabular_null(quick):
 
 def test_finding_07_dose_response(quick):
     f, e = quick[0][7], _ev(quick, 7)
-    doses = e["n_star_top_by_dose"]
-    assert f["holds"] and doses["0"] < doses["1"]
+    # on the training set with per-problem offsets beside it, the shared path does not raise n* (FINDINGS.md)
+    assert not f["holds"] and max(e["n_star_top_by_dose"].values()) <= 4
 
 
 def test_finding_08_small_training_set_gap(quick):
     f, e = quick[0][8], _ev(quick, 8)
-    gap = {int(n): v for n, v in e["final_train_minus_val_by_n"].items()}
+    gap = _by_n(e["final_train_minus_val_by_n"])
     ns = sorted(gap)
     assert all(v > 0 for v in gap.values()) and gap[ns[0]] > 2 * gap[ns[-1]]  # training reward favours small n
     assert e["n2_last_3_doublings_gain_train"] > e["n2_last_3_doublings_gain_val"]
@@ -108,7 +114,7 @@ def test_finding_08_small_training_set_gap(quick):
 def test_finding_09_baseline_ablation(quick):
     f, e = quick[0][9], _ev(quick, 9)
     v = e["final_avg@4"]
-    assert v["n256"] > max(v["decoupled"], v["n64"])
+    assert v["n256"] > max(v["decoupled"], v["n64"]) + 0.01
     # the better baseline alone does not help: decoupled and n = 64 within a few SE (FINDINGS.md)
     se = math.hypot(e["se"]["decoupled"], e["se"]["n64"])
     assert abs(v["decoupled"] - v["n64"]) < 3 * se + 1e-3
@@ -118,27 +124,30 @@ def test_finding_09_baseline_ablation(quick):
 def test_finding_10_lr_rule(quick):
     f, e = quick[0][10], _ev(quick, 10)
     v = e["final_avg@4"]
-    assert f["holds"] and v["sqrt"] > v["constant"] > v["linear"]
+    assert v["sqrt"] > v["constant"] + 10 * e["se"]  # sqrt beats constant clearly
+    assert v["linear"] > v["sqrt"] and not f["holds"]  # linear is not unstable here (FINDINGS.md)
 
 
 def test_finding_11_histograms(quick):
     f, e = quick[0][11], _ev(quick, 11)
     assert f["holds"]
-    zero = {int(n): v for n, v in e["zero_mass"].items()}
+    zero = _by_n(e["zero_mass"])
     assert zero[4] > zero[256]
     # interference off: nothing transfers between problems, large n leaves the most unsolved at equal compute
-    abl = {int(n): v for n, v in e["ablation_no_interference"]["zero_mass"].items()}
+    abl = _by_n(e["ablation_no_interference"]["zero_mass"])
     assert abl[256] > abl[4] and min(abl.values()) > 5 * max(zero.values())
 
 
 def test_finding_12_mixtures(quick):
     f, e = quick[0][12], _ev(quick, 12)
-    assert f["holds"] and e["hard_only_loses_ground"]
     hard = [v for k, v in e["subsets"].items() if k.endswith("val/hard")]
     assert all(s["n_star_top_C"] > s["n_star_low_C"] for s in hard)
-    for band in ("easy", "very-easy"):
-        b = e["best_final_avg@4_on_val_band"][band]
-        assert b["hard_only"] < b["mixed"]
+    wins, total = map(int, e["larger_n_wins_on"].split("/"))
+    assert wins > total / 2  # beyond some budget a larger n wins on most subsets
+    b = e["best_final_avg@4_on_val_band"]
+    assert b["easy"]["hard_only"] < b["easy"]["mixed"] - 0.01  # hard-only training loses ground on easy
+    assert b["very-easy"]["hard_only"] >= b["very-easy"]["mixed"]  # but not on very easy (FINDINGS.md)
+    assert not f["holds"]
 
 
 def test_figures_cli_draws_every_figure_from_the_stored_sweeps(quick_reproduction, tmp_path):
