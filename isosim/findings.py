@@ -10,7 +10,6 @@ The checks read the validation split unless a model cannot transfer (no shared p
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,11 +116,12 @@ class Results:
     def __init__(self, root: str | Path, scale: str = "full", run: bool = True, progress: bool = False,
                  workers: int | None = None, backend: str = "local", address: str | None = None,
                  replicates: tuple[int, ...] | None = None):
-        self.root, self.scale, self.run = Path(root), scale, run
+        self.root, self.run = Path(root), run
         self.replicates = replicates  # read only these replicates (seed-stability checks)
         self.specs = sweep_specs(scale)
         self.kw = dict(progress=progress, workers=workers, backend=backend, address=address)
         self._cache: dict[tuple[str, str], pd.DataFrame] = {}
+        self._laws: dict[tuple[str, str], dict[str, Any]] = {}
 
     def ensure(self, names=None) -> None:
         for name in names or self.specs:
@@ -150,25 +150,29 @@ class Results:
             self._cache[(name, split)] = evaluations(self.raw(name), split=split)
         return self._cache[(name, split)]
 
+    def law(self, name: str, split: str = "val") -> dict[str, Any]:
+        """:func:`n_star_law` of a sweep's split, fitted once and shared by checks and figures."""
+        if (name, split) not in self._laws:
+            self._laws[(name, split)] = n_star_law(self.evals(name, split))
+        return self._laws[(name, split)]
+
 
 # --- small analysis helpers ----------------------------------------------------------------
 
+def last_evaluations(ev: pd.DataFrame, compute: float = math.inf) -> pd.DataFrame:
+    """Each run's last evaluation at or below ``compute`` rollouts (default: its last)."""
+    d = ev[ev["compute"] <= compute]
+    return d[d["compute"] == d.groupby("run")["compute"].transform("max")]
+
+
 def final_by(ev: pd.DataFrame, metric: str = METRIC, by=("n",)) -> pd.Series:
     """Mean (over replicates) of ``metric`` at each run's last evaluation, per ``by``."""
-    last = ev[ev["step"] == ev.groupby("run")["step"].transform("max")]
-    return last.groupby(list(by))[metric].mean()
-
-
-def mean_curve_by(ev: pd.DataFrame, n: int, metric: str = METRIC) -> pd.Series:
-    """Mean over replicates of ``metric`` against compute (> 0) for the runs with this ``n``."""
-    d = ev[(ev["n"] == n) & (ev["compute"] > 0)]
-    return d.groupby("compute")[metric].mean()
+    return last_evaluations(ev).groupby(list(by))[metric].mean()
 
 
 def _final_se(ev: pd.DataFrame, metric: str = METRIC) -> float:
     """Typical standard error of a per-n final mean: pooled replicate sd / sqrt(replicates)."""
-    last = ev[ev["step"] == ev.groupby("run")["step"].transform("max")]
-    g = last.groupby("n")[metric]
+    g = last_evaluations(ev).groupby("n")[metric]
     if g.count().min() < 2:
         return float("nan")
     return float(np.sqrt(g.var().mean() / g.count().mean()))
@@ -178,20 +182,34 @@ def _argmax(s: pd.Series) -> int:
     return int(s.idxmax())
 
 
-def n_star_law(ev: pd.DataFrame, metric: str = METRIC) -> dict[str, Any]:
-    """n*(C) and its sigmoid fit, or the reason there is none."""
-    from .fit import analyse_runs
+def n_star_table(ev: pd.DataFrame, metric: str = METRIC) -> pd.DataFrame:
+    """n*(C) from the envelope of per-n reward curves, without a scaling law
+    (:func:`isosim.frontier.compute_optimal` on the evaluations with compute > 0)."""
     from .frontier import compute_optimal
 
+    d = ev.assign(value=ev[metric])[["run", "n", "B_problem", "compute", "value"]]
+    return compute_optimal(d[d["compute"] > 0], group=("n",))
+
+
+def fit_n_star(ev: pd.DataFrame, metric: str = METRIC, n_boot: int = 0, seed: int = 0):
+    """``(analysis, n_star, error)``: :func:`isosim.fit.analyse_runs`, or, when no law can be
+    fitted, ``(None, n_star_table(ev), reason)``."""
+    from .fit import analyse_runs
+
     try:
-        an = analyse_runs(ev, metric=metric, n_boot=0)
+        an = analyse_runs(ev, metric=metric, n_boot=n_boot, seed=seed)
     except IsosimInputError as exc:
-        d = ev.assign(value=ev[metric])[["run", "n", "B_problem", "compute", "value"]]
-        d = d[d["compute"] > 0]
-        ns = compute_optimal(d, group=("n",))
-        return {"fitted": False, "fit": None, "error": str(exc), "n_star_top": int(ns["n"].iloc[-1]),
+        return None, n_star_table(ev, metric), str(exc)
+    return an, an.n_star, None
+
+
+def n_star_law(ev: pd.DataFrame, metric: str = METRIC) -> dict[str, Any]:
+    """n*(C) and its sigmoid fit, or the reason there is none."""
+    an, ns, error = fit_n_star(ev, metric)
+    if an is None:
+        return {"fitted": False, "fit": None, "error": error, "n_star_top": int(ns["n"].iloc[-1]),
                 "n_star_min": int(ns["n"].min()), "n_star_max": int(ns["n"].max()), "n_star": ns}
-    law, ns = an.law, an.n_star
+    law = an.law
     return {"fitted": True, "fit": law, "L": law.L, "k": law.k, "log10_C0": law.log10_C0, "b": law.b, "r2": law.r2,
             "saturation_log2": law.saturation, "n_star_top": int(ns["n"].iloc[-1]),
             "n_star_min": int(ns["n"].min()), "n_star_max": int(ns["n"].max()), "n_star": ns}
@@ -229,16 +247,16 @@ def _rise(law: dict, ns_tested) -> dict:
 
 def check_1(r: Results) -> tuple[bool, dict]:
     ev = r.evals("easy")
-    law = n_star_law(ev)
+    law = r.law("easy")
     rise = _rise(law, r.specs["easy"].n)
-    abl = n_star_law(r.evals("dose-0", "train"))
+    abl = r.law("dose-0", "train")
     ev_abl = {"n_star_top": abl["n_star_top"], "n_star_max": abl["n_star_max"], "fitted": abl["fitted"]}
     return rise["rises"] and rise["saturates_below_max_n"], {**law, **rise, "final_by_n": _series(final_by(ev)),
                                                            "ablation_no_interference_train": ev_abl}
 
 
 def check_2(r: Results) -> tuple[bool, dict]:
-    easy, hard = n_star_law(r.evals("easy")), n_star_law(r.evals("hard"))
+    easy, hard = r.law("easy"), r.law("hard")
     rise = _rise(hard, r.specs["hard"].n)
     sat = {p: math.log2(x["n_star_top"]) for p, x in (("easy", easy), ("hard", hard))}
     lower = sat["hard"] <= sat["easy"] - 1
@@ -301,9 +319,7 @@ def check_5(r: Results) -> tuple[bool, dict]:
     top = float(r.specs["easy"].budget)
     rows = []
     for name in ("easy", "easy-b-problem"):
-        ev = r.evals(name)
-        last = ev[ev["compute"] <= top]
-        last = last[last["step"] == last.groupby("run")["step"].transform("max")]
+        last = last_evaluations(r.evals(name), top)
         rows.append(last.assign(value=last[METRIC])[["n", "B_problem", "value"]])
     cells = pd.concat(rows)
     s = sensitivity(cells, at_B_problem=32, at_n=16)
@@ -313,7 +329,7 @@ def check_5(r: Results) -> tuple[bool, dict]:
 
 
 def check_6(r: Results) -> tuple[bool, dict]:
-    law = n_star_law(r.evals("easy-tabular", "train"))
+    law = r.law("easy-tabular", "train")
     small = sorted(r.specs["easy-tabular"].n)[:2]
     ok = law["n_star_max"] <= small[-1]
     return ok, {"n_star_max": law["n_star_max"], "n_star_top": law["n_star_top"], "smallest_n": small,
@@ -323,7 +339,7 @@ def check_6(r: Results) -> tuple[bool, dict]:
 def check_7(r: Results) -> tuple[bool, dict]:
     sat = {}
     for dose in DOSES:
-        law = n_star_law(r.evals(f"dose-{dose:g}", "train"))
+        law = r.law(f"dose-{dose:g}", "train")
         sat[f"{dose:g}"] = law["n_star_top"]
     vals = [sat[f"{d:g}"] for d in DOSES]
     ok = all(b >= a for a, b in zip(vals, vals[1:])) and vals[-1] > vals[0]
@@ -332,7 +348,7 @@ def check_7(r: Results) -> tuple[bool, dict]:
 
 
 def check_8(r: Results) -> tuple[bool, dict]:
-    big, small = n_star_law(r.evals("easy")), n_star_law(r.evals("easy-d500"))
+    big, small = r.law("easy"), r.law("easy-d500")
     lower = small["n_star_top"] < big["n_star_top"]
     tr, va = r.evals("easy-d500", "train"), r.evals("easy-d500", "val")
     n0 = min(r.specs["easy-d500"].n)
@@ -370,9 +386,7 @@ def check_10(r: Results) -> tuple[bool, dict]:
 def histogram_at(ev: pd.DataFrame, compute: float) -> pd.DataFrame:
     """Mean pass@1 histogram per n at the evaluation closest below ``compute``."""
     cols = [c for c in ev.columns if str(c).startswith("hist:")]
-    d = ev[ev["compute"] <= compute]
-    d = d[d["compute"] == d.groupby("run")["compute"].transform("max")]
-    return d.groupby("n")[cols].mean()
+    return last_evaluations(ev, compute).groupby("n")[cols].mean()
 
 
 def _hist_summary(h: pd.DataFrame) -> dict:
@@ -392,14 +406,10 @@ def check_11(r: Results) -> tuple[bool, dict]:
 
 
 def check_12(r: Results) -> tuple[bool, dict]:
-    from .frontier import compute_optimal
-
     subsets, wins = {}, 0
     for name in ("mix-hard-easy", "mix-hard-easy-very-easy"):
         for split in sorted(s for s in r.raw(name)["split"].unique() if s.startswith("val/")):
-            ev = r.evals(name, split)
-            d = ev.assign(value=ev[METRIC])[["run", "n", "B_problem", "compute", "value"]]
-            ns = compute_optimal(d[d["compute"] > 0], group=("n",))
+            ns = n_star_table(r.evals(name, split))
             first, last = int(ns["n"].iloc[0]), int(ns["n"].iloc[-1])
             subsets[f"{name}:{split}"] = {"n_star_low_C": first, "n_star_top_C": last}
             wins += last > min(r.specs[name].n)

@@ -10,9 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IsosimInputError
-from .findings import Results, check_findings, sweep_specs
-from .sweep import SweepSpec, evaluations
+from .findings import Results, check_findings, fit_n_star, sweep_specs
+from .sweep import SweepSpec
 
 #: the study's Q1 fits at B_problem = 32 (PAPER_NOTES), read off its figures
 STUDY_Q1 = {
@@ -47,18 +46,10 @@ class PresetResult:
                 "frontier": [], "error": self.error}
 
 
-def analyse(preset: str, spec: SweepSpec, results, n_boot: int, seed: int = 0) -> PresetResult:
-    from .fit import analyse_runs
-    from .frontier import compute_optimal
-
-    ev = evaluations(results, split="val")
-    try:
-        an = analyse_runs(ev, metric=METRIC, n_boot=n_boot, seed=seed)
-        return PresetResult(preset, spec, an, an.n_star, None, ev)
-    except IsosimInputError as exc:
-        data = ev.assign(value=ev[METRIC])[["run", "n", "B_problem", "compute", "value"]]
-        n_star = compute_optimal(data[data["compute"] > 0], group=("n",))
-        return PresetResult(preset, spec, None, n_star, str(exc), ev)
+def analyse(preset: str, spec: SweepSpec, ev, n_boot: int, seed: int = 0) -> PresetResult:
+    """The Q1 analysis of one preset's validation evaluations, with bootstrap CIs."""
+    an, n_star, error = fit_n_star(ev, METRIC, n_boot, seed)
+    return PresetResult(preset, spec, an, n_star, error, ev)
 
 
 @dataclass
@@ -79,7 +70,7 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
     results = Results(out / "findings", "quick" if quick else "full", progress=progress, workers=workers,
                       backend=backend, address=address)
     results.ensure()
-    presets = {p: analyse(p, results.specs[p], results.raw(p), n_boot) for p in ("easy", "hard")}
+    presets = {p: analyse(p, results.specs[p], results.evals(p), n_boot) for p in ("easy", "hard")}
     write_figures(presets, out / "figures")
     return Reproduction(presets, check_findings(results))
 

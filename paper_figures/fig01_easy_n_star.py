@@ -1,14 +1,14 @@
 """Finding 1: on easy, the compute-optimal n*(C) rises with C and saturates."""
 from style import figure, main, save
 
-from isosim.findings import METRIC, n_star_law
+from isosim.findings import METRIC
 from isosim.frontier import frontier
 from isosim.plotting import plot_frontier, plot_n_star
 
 
 def make(results, out):
     ev = results.evals("easy")
-    law = n_star_law(ev)
+    law = results.law("easy")
     d = ev.assign(value=ev[METRIC])
     d = d[d["compute"] > 0]
     fig, (a, b, c) = figure(3, width=4.0)
@@ -16,7 +16,7 @@ def make(results, out):
     a.set_title(f"easy: validation {METRIC}")
     plot_n_star(law["n_star"], law["fit"], ax=b)
     b.set_title("n*(C)" + (f", L={law['L']:.1f}, R²={law['r2']:.2f}" if law["fitted"] else ""))
-    abl = n_star_law(results.evals("dose-0", "train"))
+    abl = results.law("dose-0", "train")
     plot_n_star(abl["n_star"], None, ax=c)
     c.set_ylim(b.get_ylim())
     c.set_title("ablation: interference off (train)")

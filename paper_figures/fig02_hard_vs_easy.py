@@ -1,12 +1,10 @@
 """Finding 2: hard saturates at a smaller n than easy; the zero-signal share of groups by n."""
 from style import COLORS, figure, main, n_star_steps, save
 
-from isosim.findings import n_star_law
-
 
 def make(results, out):
     fig, (a, b) = figure(2)
-    n_star_steps(a, {p: n_star_law(results.evals(p))["n_star"] for p in ("easy", "hard")}, results.specs["easy"].n)
+    n_star_steps(a, {p: results.law(p)["n_star"] for p in ("easy", "hard")}, results.specs["easy"].n)
     for i, preset in enumerate(("easy", "hard")):
         t = results.raw(preset)
         z = t[(t["metric"] == "zero_var_frac") & (t["step"] > 0)].groupby("n")["value"].mean()

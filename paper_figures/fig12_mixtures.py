@@ -1,8 +1,7 @@
 """Finding 12: n*(C) per validation subset of the mixtures; hard-only vs mixed training on easy bands."""
-from style import COLORS, figure, log2_axis, main, save
+from style import COLORS, figure, log2_axis, main, mean_curve, save
 
-from isosim.findings import METRIC, mean_curve_by
-from isosim.frontier import compute_optimal
+from isosim.findings import METRIC, n_star_table
 
 
 def make(results, out):
@@ -10,9 +9,7 @@ def make(results, out):
     for ax, name in ((a, "mix-hard-easy"), (b, "mix-hard-easy-very-easy")):
         splits = sorted(s for s in results.raw(name)["split"].unique() if s.startswith("val/"))
         for i, split in enumerate(splits):
-            ev = results.evals(name, split)
-            d = ev.assign(value=ev[METRIC])
-            ns = compute_optimal(d[d["compute"] > 0], group=("n",))
+            ns = n_star_table(results.evals(name, split))
             ax.step(ns["compute"], ns["n"] * (1 + 0.04 * i), where="post", color=COLORS[i], label=split[4:])
         ax.set_xscale("log")
         log2_axis(ax, results.specs[name].n)
@@ -22,8 +19,8 @@ def make(results, out):
     a.set_ylabel("n*(C) on the subset")
     for i, (name, label) in enumerate((("hard-only-val-mix", "trained on hard"), ("mix3-val-mix", "trained on mix"))):
         for band, ls in (("easy", "-"), ("very-easy", "--")):
-            curve = mean_curve_by(results.evals(name, f"val/{band}"), n=32)
-            c.plot(curve.index, curve.values, ls=ls, color=COLORS[i], label=f"{label}, {band}")
+            curve = mean_curve(results.evals(name, f"val/{band}"), METRIC).query("n == 32")
+            c.plot(curve["compute"], curve[METRIC], ls=ls, color=COLORS[i], label=f"{label}, {band}")
     c.set_xscale("log")
     c.set_xlabel("compute C (rollouts)")
     c.set_ylabel(f"validation {METRIC}")

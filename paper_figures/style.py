@@ -11,7 +11,7 @@ import seaborn as sns
 from isosim.findings import Results
 from isosim.plotting import PALETTE, new_figure, save_figure, set_style
 
-__all__ = ["PALETTE", "COLORS", "figure", "save", "n_colors", "main", "log2_axis", "curves_by_n", "curves_by_step",
+__all__ = ["PALETTE", "COLORS", "figure", "save", "n_colors", "main", "log2_axis", "mean_curve", "curves_by_n", "curves_by_step",
            "n_star_steps"]
 
 #: distinct colours for a few named series (n is always coloured with the viridis PALETTE)

@@ -51,29 +51,28 @@ def run(args: argparse.Namespace) -> int:
     from ..findings import FINDINGS, Results, check_findings
 
     scripts_dir = Path(args.scripts) if args.scripts else default_scripts()
-    scripts = sorted(scripts_dir.glob("fig[0-9][0-9]_*.py"))
+    scripts = {int(s.name[3:5]): s for s in sorted(scripts_dir.glob("fig[0-9][0-9]_*.py"))}
     if not scripts:
         raise IsosimInputError(f"no figure scripts (fig<NN>_*.py) in {scripts_dir}: run from a source checkout "
                                "or pass --scripts")
     only = _only(args.only)
     if only is not None:
-        scripts = [s for s in scripts if int(s.name[3:5]) in only]
+        scripts = {i: s for i, s in scripts.items() if i in only}
         if not scripts:
             raise IsosimInputError(f"no figure numbered {args.only} in {scripts_dir}")
     scale = "quick" if args.quick else "full"
     out = Path(args.out) if args.out else (Path("isosim-out/figures-quick") if args.quick else scripts_dir / "figures")
     results = Results(Path(args.root), scale, progress=not args.json, workers=args.workers, backend=args.backend,
                       address=args.address)
-    ids = [int(s.name[3:5]) for s in scripts]
-    results.ensure(sorted({name for f in FINDINGS if f.id in ids for name in f.sweeps}))
+    results.ensure(sorted({name for f in FINDINGS if f.id in scripts for name in f.sweeps}))
     sys.path.insert(0, str(scripts_dir))
     written = []
     try:
-        for path in scripts:
+        for path in scripts.values():
             written += [str(p) for p in _load(path).make(results, out)]
     finally:
         sys.path.remove(str(scripts_dir))
-    findings = check_findings(results, ids=set(ids))
+    findings = check_findings(results, ids=set(scripts))
     if only is None:  # a partial run leaves the full findings.json as it was
         out.mkdir(parents=True, exist_ok=True)
         (out / "findings.json").write_text(json.dumps(findings, indent=1) + "\n")
