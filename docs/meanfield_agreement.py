@@ -6,10 +6,10 @@ import sys
 import time
 from pathlib import Path
 
-from isosim.findings import sweep_specs
-from isosim.meanfield import agreement, fit_n_star_law, n_star, predict
-from isosim.store import RunStore
-from isosim.sweep import SweepSpec, evaluations
+from isosim.experiments.findings import sweep_specs
+from isosim.plan.meanfield import agreement, fit_n_star_law, n_star, predict
+from isosim.experiments.store import RunStore
+from isosim.experiments.sweep import SweepSpec, evaluations
 
 
 def main(root: Path) -> None:

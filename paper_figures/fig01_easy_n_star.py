@@ -1,9 +1,9 @@
 """Finding 1: on easy, the compute-optimal n*(C) rises with C and saturates."""
 from style import figure, main, save
 
-from isosim.findings import METRIC
-from isosim.frontier import frontier
-from isosim.plotting import plot_frontier, plot_n_star
+from isosim.experiments.findings import METRIC
+from isosim.analysis.frontier import frontier
+from isosim.analysis.plotting import plot_frontier, plot_n_star
 
 
 def make(results, out):

@@ -1,7 +1,7 @@
 """Finding 3: which n is best for worst@4 (sharpening) and best@4 (coverage), per difficulty."""
 from style import COLORS, figure, main, save
 
-from isosim.findings import final_by
+from isosim.experiments.findings import final_by
 
 
 def make(results, out):

@@ -1,7 +1,7 @@
 """Finding 4: with the total batch fixed, the best n and B_problem against the step count M."""
 from style import COLORS, figure, main, save
 
-from isosim.findings import fixed_batch_trend
+from isosim.experiments.findings import fixed_batch_trend
 
 
 def make(results, out):

@@ -1,7 +1,7 @@
 """Finding 5: final validation reward over n (B_problem = 32) and over B_problem (n = 16)."""
 from style import COLORS, figure, main, save
 
-from isosim.findings import final_by
+from isosim.experiments.findings import final_by
 
 
 def make(results, out):

@@ -1,7 +1,7 @@
 """Finding 6: the tabular model (no interference) keeps n* at the smallest n."""
 from style import curves_by_n, figure, main, n_star_steps, save
 
-from isosim.findings import METRIC
+from isosim.experiments.findings import METRIC
 
 
 def make(results, out):

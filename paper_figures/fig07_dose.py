@@ -1,7 +1,7 @@
 """Finding 7: n*(C) on the training set as the shared (interfering) path is turned up."""
 from style import figure, main, n_star_steps, save
 
-from isosim.findings import DOSES
+from isosim.experiments.findings import DOSES
 
 
 def make(results, out):

@@ -1,7 +1,7 @@
 """Finding 8: with D = 500, training reward keeps rising while validation stalls."""
 from style import curves_by_n, figure, main, save
 
-from isosim.findings import METRIC
+from isosim.experiments.findings import METRIC
 
 
 def make(results, out):

@@ -1,7 +1,7 @@
 """Finding 9: n = 256 against (update on 64, baseline from 256) against n = 64, over steps."""
 from style import curves_by_step, figure, main, save
 
-from isosim.findings import METRIC
+from isosim.experiments.findings import METRIC
 
 
 def make(results, out):

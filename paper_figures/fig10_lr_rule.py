@@ -1,7 +1,7 @@
 """Finding 10: LR scaling rules at B = 8192: sqrt(B), constant and linear."""
 from style import curves_by_step, figure, main, save
 
-from isosim.findings import METRIC
+from isosim.experiments.findings import METRIC
 
 
 def make(results, out):

@@ -2,7 +2,7 @@
 import numpy as np
 from style import figure, main, n_colors, save
 
-from isosim.findings import histogram_at
+from isosim.experiments.findings import histogram_at
 
 
 def make(results, out):

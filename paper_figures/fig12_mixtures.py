@@ -1,7 +1,7 @@
 """Finding 12: n*(C) per validation subset of the mixtures; hard-only vs mixed training on easy bands."""
 from style import COLORS, figure, log2_axis, main, mean_curve, save
 
-from isosim.findings import METRIC, n_star_table
+from isosim.experiments.findings import METRIC, n_star_table
 
 
 def make(results, out):

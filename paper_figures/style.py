@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import seaborn as sns
 
-from isosim.findings import Results
-from isosim.plotting import PALETTE, new_figure, save_figure, set_style
+from isosim.experiments.findings import Results
+from isosim.analysis.plotting import PALETTE, new_figure, save_figure, set_style
 
 __all__ = ["PALETTE", "COLORS", "figure", "save", "n_colors", "main", "log2_axis", "mean_curve", "curves_by_n", "curves_by_step",
            "n_star_steps"]

@@ -143,7 +143,7 @@ def test_missing_file_exits_2_with_one_line(capsys, tmp_path):
 
 
 def test_save_figure_writes_png_and_pdf(tmp_path):
-    from isosim.plotting import new_figure, save_figure
+    from isosim.analysis.plotting import new_figure, save_figure
 
     fig, (ax,) = new_figure()
     ax.plot([1, 2], [1, 2])

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from isosim import Allocation, IsosimInputError, SimConfig
-from isosim.config import AlgoConfig, EvalConfig, ModelConfig, PopulationConfig
+from isosim.sim.config import AlgoConfig, EvalConfig, ModelConfig, PopulationConfig
 
 
 def test_round_trip_toml_json_dict():

@@ -2,7 +2,7 @@
 
 Each test checks the finding's verdict as paper_figures/FINDINGS.md reports it for the quick
 scale, and the mechanism-level facts behind it that hold with a margin. The verdicts come
-from the stored sweeps through :mod:`isosim.findings`; nothing here is a stored number.
+from the stored sweeps through :mod:`isosim.experiments.findings`; nothing here is a stored number.
 """
 import json
 import math
@@ -12,7 +12,7 @@ import pytest
 
 from isosim import IsosimInputError
 from isosim.cli import main
-from isosim.findings import FINDINGS, Results, check_findings, get_finding, sweep_specs
+from isosim.experiments.findings import FINDINGS, Results, check_findings, get_finding, sweep_specs
 
 
 @pytest.fixture(scope="module")

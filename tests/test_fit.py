@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from isosim.errors import IsosimInputError
-from isosim.fit import (
+from isosim.analysis.fit import (
     ScalingLawFit,
     analyse_runs,
     bootstrap_fit,
@@ -321,7 +321,7 @@ def test_scaling_law_fit_is_frozen():
 
 
 def test_load_runs_reads_a_sweep_directory(tmp_path):
-    from isosim.sweep import get_spec, run_sweep
+    from isosim.experiments.sweep import get_spec, run_sweep
 
     store = run_sweep(get_spec("q1-hard-testing"), tmp_path / "sw", workers=1, progress=False)
     runs = load_runs(store.root, "best@4")

@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 
 from isosim import IsosimInputError
-from isosim.fixed_batch import analyse_fixed_batch, best_split
-from isosim.sweep import evaluations, get_spec, run_sweep
+from isosim.analysis.fixed_batch import analyse_fixed_batch, best_split
+from isosim.experiments.sweep import evaluations, get_spec, run_sweep
 
 
 def _synthetic(B=1024, steps=(10, 20, 40, 80, 160, 320, 640)):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from isosim.errors import IsosimInputError
-from isosim.frontier import (
+from isosim.analysis.frontier import (
     ScaleRLFit,
     compute_optimal,
     envelope,

@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isosim import kernels, kernels_ref, simulate
+from isosim import simulate
+from isosim.sim import kernels
+from isosim.sim import twin as numpy_twin
 
 VARIANTS = {
     "grpo-adam": {},
@@ -34,8 +36,8 @@ def test_each_step_matches_numpy_twin(small_cfg, name):
     import copy
     import importlib
 
-    sm = importlib.import_module("isosim.simulate")
-    from isosim.population import build_population
+    sm = importlib.import_module("isosim.sim.run")
+    from isosim.sim.population import build_population
 
     cfg = small_cfg.replace(**VARIANTS[name])
     pop = build_population(cfg.population, cfg.model)
@@ -47,7 +49,7 @@ def test_each_step_matches_numpy_twin(small_cfg, name):
         twin = copy.deepcopy(st)
         twin_rng = copy.deepcopy(rng)
         kernels.train_steps(rng, *st.kernel_args(pop.train, cfg, fpar, ipar), t, 1)
-        kernels_ref.train_steps(twin_rng, *twin.kernel_args(pop.train, cfg, fpar, ipar), t, 1)
+        numpy_twin.train_steps(twin_rng, *twin.kernel_args(pop.train, cfg, fpar, ipar), t, 1)
         a, b = _state_arrays(st), _state_arrays(twin)
         for key in a:
             np.testing.assert_allclose(a[key], b[key], rtol=1e-9, atol=1e-12, err_msg=f"{key} at step {t}")
@@ -77,7 +79,7 @@ def test_multinomial_counts_identical_to_twin_and_exact_in_distribution():
     a_rng, b_rng = np.random.default_rng(1), np.random.default_rng(1)
     for n in (1, 8, 300, 2048):
         kernels._multinomial(a_rng, pi, order, idx, n, out)
-        twin = kernels_ref.multinomial(b_rng, pi, order, n)
+        twin = numpy_twin.multinomial(b_rng, pi, order, n)
         np.testing.assert_array_equal(out, twin)
         assert (out.sum(axis=1) == n).all()
     assert a_rng.random() == b_rng.random()  # both consumed the same random numbers

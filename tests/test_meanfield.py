@@ -4,9 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isosim import SimConfig, build_population, kernels, simulate
+from isosim import SimConfig, build_population, simulate
+from isosim.sim import kernels
 from isosim.errors import IsosimInputError
-from isosim.meanfield import (
+from isosim.plan.meanfield import (
     Agreement,
     advantages,
     agreement,
@@ -18,7 +19,7 @@ from isosim.meanfield import (
     predict,
     signal_h,
 )
-from isosim.simulate import TRACE_COLUMNS
+from isosim.sim.run import TRACE_COLUMNS
 
 ADV = {"grpo": kernels.ADV_GRPO, "drgrpo": kernels.ADV_DRGRPO, "rloo": kernels.ADV_RLOO}
 

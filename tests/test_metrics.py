@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from scipy.special import comb
 
 from isosim.errors import IsosimInputError
-from isosim.metrics import (estimated_metric, exact_metric, parse_metric, pass_at_k_unbiased, population_metric,
+from isosim.sim.metrics import (estimated_metric, exact_metric, parse_metric, pass_at_k_unbiased, population_metric,
                             worst_at_k_unbiased)
 
 

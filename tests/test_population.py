@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from isosim import IsosimInputError, ModelConfig, PopulationConfig, build_population, load_pass_rates
-from isosim.population import population_from_pass_rates
+from isosim.sim.population import population_from_pass_rates
 
 SMALL = dict(train_size=300, val_size=50)
 
@@ -52,7 +52,7 @@ def test_population_is_deterministic_per_data_seed():
     a = build_population(PopulationConfig(preset="hard", **SMALL), ModelConfig())
     b = build_population(PopulationConfig(preset="hard", seed=1, **SMALL), ModelConfig())
     assert not np.allclose(a.train.base_pass, b.train.base_pass)
-    from isosim.population import _build_cached
+    from isosim.sim.population import _build_cached
 
     _build_cached.cache_clear()
     c = build_population(PopulationConfig(preset="hard", **SMALL), ModelConfig())
@@ -104,7 +104,7 @@ def test_file_population(tmp_path):
 def test_skill_link_keeps_each_strategys_solve_rate_and_ties_it_to_the_embedding():
     """Y[i, s] = 1{sqrt(rho) (z W)_s + sqrt(1 - rho) e > Phi^-1(1 - q_s)}: P(Y = 1) = q_s for any rho;
     with rho > 0 the embedding predicts Y, with rho = 0 it does not."""
-    from isosim.models import strategies
+    from isosim.sim.models import strategies
 
     rng = np.random.default_rng(3)
     size = 20000
@@ -128,7 +128,7 @@ def test_skill_link_keeps_each_strategys_solve_rate_and_ties_it_to_the_embedding
 
 def test_skill_link_zero_is_the_independent_generator():
     """With rho = 0 the generator draws exactly what the independent model draws."""
-    from isosim.models import strategies
+    from isosim.sim.models import strategies
 
     cfg = ModelConfig(skill_link=0.0)
     a = strategies.draw(cfg, strategies.make_world(cfg, np.random.default_rng(1)), np.random.default_rng(2), 50)

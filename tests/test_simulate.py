@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from isosim import AlgoConfig, Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig, simulate
-from isosim.population import population_from_pass_rates
+from isosim.sim.population import population_from_pass_rates
 
 from _stats import se_of_mean
 
@@ -151,9 +151,9 @@ def test_sampled_estimates_agree_with_exact(small_cfg):
 def _pass_rates_after(cfg, steps, seed=0):
     import importlib
 
-    sm = importlib.import_module("isosim.simulate")
-    from isosim import kernels
-    from isosim.population import build_population
+    sm = importlib.import_module("isosim.sim.run")
+    from isosim.sim import kernels
+    from isosim.sim.population import build_population
 
     pop = build_population(cfg.population, cfg.model)
     S, r = pop.train.problems.base_logits.shape[1], pop.train.problems.features.shape[1]

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from isosim import IsosimInputError
-from isosim.store import RunStore
-from isosim.sweep import SPECS, SweepSpec, evaluations, get_spec, run_sweep, sweep_status
+from isosim.experiments.store import RunStore
+from isosim.experiments.sweep import SPECS, SweepSpec, evaluations, get_spec, run_sweep, sweep_status
 
 KILL_SPEC = """
 id = "kill-test"
@@ -111,7 +111,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 @pytest.mark.parametrize("limit", [1, 3])
 def test_driver_holds_at_most_max_in_flight_traces(tmp_path, monkeypatch, limit):
     """Submitted-but-unwritten runs never exceed the in-flight limit: traces stream to the store."""
-    import isosim.executors as executors
+    import isosim.experiments.executors as executors
 
     outstanding, peak = [0], [0]
     real_make, real_write = executors.make_executor, RunStore.write

@@ -1,4 +1,4 @@
-"""Command-line flags for every :class:`~isosim.config.SimConfig` field.
+"""Command-line flags for every :class:`~isosim.sim.config.SimConfig` field.
 
 Each field becomes ``--field-name`` (``--model`` for ``model.kind``, ``--data-seed``
 for ``population.seed``); ``--config FILE`` (TOML or JSON) gives the starting point
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import SimConfig, _SECTION_TYPES
+from ..sim.config import SimConfig, _SECTION_TYPES
 from ..errors import IsosimInputError
 
 _RENAMES = {("model", "kind"): "model", ("population", "seed"): "data-seed"}
@@ -121,7 +121,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     if args.val_mixture:
         changes.setdefault("population", {}).update(val_mixture_weights=parse_mixture(args.val_mixture))
     if args.pass_rates:
-        from ..population import file_digest
+        from ..sim.population import file_digest
 
         changes.setdefault("population", {}).update(preset="file", path=str(args.pass_rates),
                                                     data_digest=file_digest(args.pass_rates))

@@ -48,7 +48,7 @@ def _only(text: str | None) -> set[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..findings import FINDINGS, Results, check_findings
+    from ..experiments.findings import FINDINGS, Results, check_findings
 
     scripts_dir = Path(args.scripts) if args.scripts else default_scripts()
     scripts = {int(s.name[3:5]): s for s in sorted(scripts_dir.glob("fig[0-9][0-9]_*.py"))}

@@ -10,7 +10,7 @@ from ..errors import IsosimInputError
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the analysis stack (scipy, pandas) loads only when the command runs
-    from ..fit import RunsAnalysis, ScalingLawFit
+    from ..analysis.fit import RunsAnalysis, ScalingLawFit
 
 DESCRIPTION = """\
 Fit the IsoCompute workflow to RL logs (CSV or Parquet, one row per evaluation with columns
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise IsosimInputError(f"--n-boot must be >= 0, got {args.n_boot}")
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):
         raise IsosimInputError(f"--plot must name a .png or .pdf file, got {args.plot}")
-    from ..fit import analyse_runs, load_runs
+    from ..analysis.fit import analyse_runs, load_runs
 
     runs = load_runs(args.file, metric=args.metric)
     result = analyse_runs(runs, args.metric, args.bucket, args.n_boot, args.seed)
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot(result: RunsAnalysis, path: Path) -> None:
-    from ..plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
+    from ..analysis.plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
 
     set_style()
     fig, (left, right) = new_figure(ncols=2)

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from ..config import MODEL_KINDS, ModelConfig
+from ..sim.config import ModelConfig
+from ..sim.models import MODELS
 from ..errors import IsosimInputError
 
 DESCRIPTION = """\
@@ -26,7 +27,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--b-max", required=True, type=int, metavar="B", help="largest rollout batch n * B_problem")
     p.add_argument("--metric", default="avg@4", help="validation metric to maximise: avg@k, best@k, worst@k "
                                                      "(default: avg@4)")
-    p.add_argument("--model", default="strategies", choices=MODEL_KINDS, help="surrogate model (default: strategies)")
+    p.add_argument("--model", default="strategies", choices=list(MODELS), help="surrogate model (default: strategies)")
     p.add_argument("--verify", action="store_true", help="simulate the three best allocations (2 seeds each)")
     p.add_argument("--seeds", type=int, default=2, help="seeds per allocation with --verify (default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -35,8 +36,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..planner import plan
-    from ..population import load_pass_rates
+    from ..plan.planner import plan
+    from ..sim.population import load_pass_rates
 
     if args.seeds < 1:
         raise IsosimInputError(f"--seeds must be >= 1, got {args.seeds}")

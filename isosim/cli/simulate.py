@@ -31,7 +31,7 @@ def summary(trace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..simulate import simulate
+    from ..sim.run import simulate
 
     cfg = config_from_args(args)
     out = Path(args.out) if args.out else None

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sweep import SPECS, get_spec, run_sweep, sweep_status
+    from ..experiments.sweep import SPECS, get_spec, run_sweep, sweep_status
 
     if args.list:
         rows = [{"id": s.id, "question": s.question, "runs": len(list(s.runs(0))),

@@ -15,7 +15,7 @@ def write_figures(res, out: Path) -> list[Path]:
     base model's pass-rate histogram on the pool and its per-skill error against the teacher's."""
     import seaborn as sns
 
-    from isosim.plotting import new_figure, save_figure, set_style
+    from isosim.analysis.plotting import new_figure, save_figure, set_style
 
     set_style()
     names = list(res.measured)

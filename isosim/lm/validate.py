@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from isosim.config import ModelConfig
+from isosim.sim.config import ModelConfig
 
 from .base import SFTConfig, skill_errors, train_base
 from .grpo import GRPOConfig, GRPOTrainer, pass_rates
@@ -443,7 +443,7 @@ def surrogate_rates(counts: np.ndarray, m: int, how: str) -> np.ndarray:
 
 
 def _surrogate_population(cfg: ValidateConfig, train_counts, val_counts):
-    from isosim.population import population_from_pass_rates
+    from isosim.sim.population import population_from_pass_rates
 
     m = cfg.measure_samples
     return population_from_pass_rates(surrogate_rates(train_counts, m, cfg.pass_rate_estimate),
@@ -472,11 +472,12 @@ def _surrogate_run(cfg: ValidateConfig, pop, n_train: int, n_val: int, n: int, b
                    lr: float) -> dict[int, float]:
     """{marks[M]: mean over seeds of the surrogate's validation avg@1 after M steps}."""
     from isosim import AlgoConfig, Allocation, EvalConfig, SimConfig, simulate
+    from isosim.sim.advantages import from_trl
 
     sim = SimConfig(
         population=_population_cfg(n_train, n_val),
         model=cfg.surrogate,
-        algo=AlgoConfig(advantage="grpo" if cfg.grpo.scale_rewards == "group" else "drgrpo",  # batch std ~ a constant under Adam
+        algo=AlgoConfig(advantage=from_trl(cfg.grpo.scale_rewards).name,  # batch std ~ a constant under Adam
                         std_eps=cfg.grpo.std_eps, optimizer="adamw", lr=lr, lr_rule="constant", warmup=0,
                         beta1=cfg.grpo.betas[0], beta2=cfg.grpo.betas[1]),
         allocation=Allocation(n=n, b_problem=b_problem, steps=max(marks)),

@@ -51,6 +51,7 @@ import numpy as np
 import sympy as sp
 
 from ..errors import IsosimInputError
+from ..sim.advantages import get as _get_advantage
 from ._core import (
     ClosedForm,
     as_count,
@@ -73,13 +74,24 @@ from ._core import (
     register,
 )
 
+#: the theory's names of the registered estimators (:mod:`isosim.sim.advantages`):
+#: ``mean`` = drgrpo, ``std`` = grpo with ``std_eps = 0`` (population std), ``rloo`` = rloo
 ADVANTAGES = ("mean", "std", "rloo")
+
+
+def theory_name(advantage: str) -> str:
+    """The theory's name of an estimator given by any registered name or alias."""
+    name = _get_advantage(advantage).theory
+    if name is None:
+        raise IsosimInputError(f"the theory has no closed form for the advantage {advantage!r}")
+    return name
 
 
 def _check_adv(advantage: str, n_: int) -> int:
     if advantage not in ADVANTAGES:
         raise IsosimInputError(
-            f"unknown advantage {advantage!r}; expected one of {', '.join(ADVANTAGES)}"
+            f"unknown advantage {advantage!r}; expected one of {', '.join(ADVANTAGES)} "
+            "(theory_name() maps the simulator's names and aliases)"
         )
     return as_count(n_, "n", 2 if advantage == "rloo" else 1)
 

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.special as sps
 import sympy as sp
 
-from .. import metrics
+from ..sim import metrics
 from ..errors import IsosimInputError
 from ._core import ClosedForm, a, as_count, as_prob, b, c, k, m, p, register
 

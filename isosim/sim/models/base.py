@@ -1,28 +1,11 @@
-"""Surrogate policies: one interface, three generators, one kernel.
-
-Every model is a softmax policy over ``S`` response types per problem,
-
-    logits_i = L0_i + beta_scale * beta + v_scale * z_i V + u_scale * u_i,
-
-with a 0/1 reward ``Y[i, s]`` per response type, so the pass rate is
-``p_i = sum_s softmax(logits_i)_s Y[i, s]``. The learned parameters ``beta`` (S),
-``V`` (rank x S) and ``u`` (one row per training problem) start at zero, so the
-reference policy is ``softmax(L0_i)``. Only columns with ``learn_mask[s] = 1`` learn:
-a 2-outcome model (tabular, features) has logits ``[z_i, 0]`` and mask ``[1, 0]``,
-which is exactly ``p_i = sigmoid(z_i)``.
-
-A model module provides ``make_world(cfg, rng)`` (what all problems share) and
-``draw(cfg, world, rng, size) -> Problems`` (fresh problems of the generator), and
-``path_scales(cfg)``. The populations in :mod:`isosim.population` are made from them.
-"""
+"""What every surrogate model is made of: the problem arrays the kernel reads, the scales of
+the learning paths, and the 2-outcome helper of the sigmoid models."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
 
-from ..config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -77,17 +60,6 @@ def pass_rates_of_logits(logits: np.ndarray, rewards: np.ndarray) -> np.ndarray:
     w = np.exp(z)
     return (w * rewards).sum(axis=1) / w.sum(axis=1)
 
-
-def model_module(cfg: ModelConfig) -> ModuleType:
-    from . import features, strategies, tabular
-
-    return {"tabular": tabular, "strategies": strategies, "features": features}[cfg.kind]
-
-
-def learn_mask(cfg: ModelConfig) -> np.ndarray:
-    if cfg.kind == "strategies":
-        return np.ones(cfg.n_strategies)
-    return np.array([1.0, 0.0])
 
 
 def two_outcome(z: np.ndarray, features: np.ndarray) -> Problems:

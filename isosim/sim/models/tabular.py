@@ -6,10 +6,17 @@ parallel samples and the compute-optimal n stays small.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..config import ModelConfig
-from . import PathScales, Problems, two_outcome
+from .base import PathScales, Problems, two_outcome
+
+if TYPE_CHECKING:
+    from ..config import ModelConfig
+
+NAME = "tabular"
+KNOBS = ("logit_mean", "logit_std")
 
 
 def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
@@ -23,3 +30,7 @@ def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> 
 
 def path_scales(cfg: ModelConfig) -> PathScales:
     return PathScales(beta=0.0, v=0.0, u=1.0)
+
+
+def learn_mask(cfg: ModelConfig) -> np.ndarray:
+    return np.array([1.0, 0.0])  # the correct response's logit learns, the reference 0 does not

@@ -16,7 +16,9 @@ from typing import Any
 
 import tomli_w
 
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
+from .advantages import ADVANTAGES
+from .models import MODELS
 
 #: bump when a change alters the numbers a config produces
 SCHEMA_VERSION = 1
@@ -29,8 +31,6 @@ BANDS: dict[str, tuple[float, float]] = {
     "extremely-hard": (0.0, 0.0),
 }
 DEFAULT_TRAIN_SIZE = {"easy": 6000, "hard": 5000, "very-easy": 6000, "extremely-hard": 5000}
-MODEL_KINDS = ("tabular", "strategies", "features")
-ADVANTAGES = ("grpo", "drgrpo", "rloo")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_RULES = ("constant", "linear", "sqrt")
 #: the batch size at which ``AlgoConfig.lr`` is the learning rate (the study's B = 1024)
@@ -102,7 +102,7 @@ class PopulationConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The surrogate policy and its knobs (see ``isosim.models``).
+    """The surrogate policy and its knobs (see ``isosim.sim.models``).
 
     strategies: ``logits_i = L0_i + shared * (beta + z_i V) + local * u_i`` over
     ``n_strategies`` response strategies; strategy s solves problem i with
@@ -132,7 +132,7 @@ class ModelConfig:
     local: float = 0.0  # scale of the per-problem offsets (memorise, do not transfer)
 
     def validate(self) -> None:
-        _check(self.kind in MODEL_KINDS, f"unknown model {self.kind!r}: choose from {', '.join(MODEL_KINDS)}")
+        _check(self.kind in MODELS, f"unknown model {self.kind!r}: choose from {', '.join(MODELS)}")
         _check(2 <= self.n_strategies <= 4096, f"n_strategies must be in [2, 4096], got {self.n_strategies}")
         _check(0 <= self.rank <= 256, f"rank must be in [0, 256], got {self.rank}")
         _check(1 <= self.dim <= 4096, f"dim must be in [1, 4096], got {self.dim}")
@@ -144,9 +144,8 @@ class ModelConfig:
         _check(_finite(self.common) and 0.0 <= self.common <= 1.0, f"common must be in [0, 1], got {self.common}")
         _check(_finite(self.skill_link) and 0.0 <= self.skill_link <= 1.0,
                f"skill_link must be in [0, 1], got {self.skill_link}")
-        if self.kind == "tabular":
-            return
-        _check(self.shared > 0 or self.local > 0, "shared and local are both 0: nothing can learn")
+        sc = MODELS[self.kind].path_scales(self)
+        _check(sc.beta > 0 or sc.v > 0 or sc.u > 0, "shared and local are both 0: nothing can learn")
 
 
 @dataclass(frozen=True)
@@ -261,8 +260,8 @@ class SimConfig:
         for part in (self.population, self.model, self.algo, self.allocation, self.eval):
             part.validate()
         a, al = self.algo, self.allocation
-        if a.advantage == "rloo":
-            _check(al.n >= 2, "RLOO needs n >= 2")
+        need = ADVANTAGES[a.advantage].min_n
+        _check(al.n >= need, f"advantage {a.advantage!r} needs n >= {need}")
         if a.baseline_n:
             _check(a.baseline_n >= al.n, f"baseline_n ({a.baseline_n}) must be >= n ({al.n})")
         d = self.population.resolved_train_size()

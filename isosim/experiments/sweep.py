@@ -22,8 +22,8 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
-from .config import SimConfig, parse_text
-from .errors import IsosimInputError
+from ..sim.config import SimConfig, parse_text
+from ..errors import IsosimInputError
 from .store import RunStore
 
 QUESTIONS = ("Q1", "Q2", "Q3")
@@ -157,7 +157,7 @@ def derive_seed(root_seed: int, replicate: int) -> int:
 
 def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFrame:
     """Worker: simulate one run and return its trace table with the run's identifiers."""
-    from .simulate import simulate
+    from ..sim.run import simulate
 
     cfg = SimConfig.from_json(config_json)
     table = simulate(cfg, seed).table
@@ -243,7 +243,7 @@ def sweep_status(out: str | Path) -> dict[str, Any]:
 
 def evaluations(results: pd.DataFrame, split: str = "val") -> pd.DataFrame:
     """Sweep results as one row per evaluation (``run, n, B_problem, compute, step`` and a
-    column per metric) for one split: the input format of :func:`isosim.fit.fit_runs`."""
+    column per metric) for one split: the input format of :func:`isosim.analysis.fit.fit_runs`."""
     t = results[results["split"] == split]
     wide = t.pivot_table(index=["run", "replicate", "n", "B_problem", "step", "compute_rollouts", "compute_tokens"],
                          columns="metric", values="value").reset_index()

@@ -11,7 +11,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
 
 BACKENDS = ("local", "dask", "ray")
 

@@ -9,10 +9,17 @@ each training problem memorise.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..config import ModelConfig
-from . import PathScales, Problems, two_outcome
+from .base import PathScales, Problems, two_outcome
+
+if TYPE_CHECKING:
+    from ..config import ModelConfig
+
+NAME = "features"
+KNOBS = ("dim", "common", "logit_mean", "logit_std")
 
 
 def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
@@ -29,3 +36,7 @@ def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> 
 
 def path_scales(cfg: ModelConfig) -> PathScales:
     return PathScales(beta=0.0, v=cfg.shared, u=cfg.local)
+
+
+def learn_mask(cfg: ModelConfig) -> np.ndarray:
+    return np.array([1.0, 0.0])  # the correct response's logit learns, the reference 0 does not

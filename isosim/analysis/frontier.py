@@ -15,7 +15,7 @@ import pandas as pd
 from scipy.special import expit
 
 from ._logistic import fit_logistic
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
 
 ID_COLUMNS = ("n", "B_problem", "run")
 LN10 = math.log(10.0)

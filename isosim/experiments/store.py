@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from . import __version__
-from .errors import IsosimInputError
+from .. import __version__
+from ..errors import IsosimInputError
 
 MANIFEST = "manifest.json"
 

@@ -1,6 +1,6 @@
 """The study's twelve findings (numbered as in issue 4), each checked from stored sweeps.
 
-Every finding names the sweeps it reads (plain :class:`~isosim.sweep.SweepSpec` data, at a
+Every finding names the sweeps it reads (plain :class:`~isosim.experiments.sweep.SweepSpec` data, at a
 ``full`` and a ``quick`` scale), a check that turns their results into ``holds`` and the
 evidence behind it, its mechanism and the ablation that switches the mechanism off.
 Nothing is hard-coded: :func:`check_findings` recomputes every number from the store.
@@ -18,9 +18,9 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .config import SimConfig
-from .errors import IsosimInputError
-from .sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
+from ...sim.config import SimConfig
+from ...errors import IsosimInputError
+from ..sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
 
 METRIC = "avg@4"
 
@@ -134,7 +134,7 @@ class Results:
             if self.run:
                 store = run_sweep(spec, folder, **self.kw)
             else:
-                from .store import RunStore
+                from ..store import RunStore
 
                 if not folder.is_dir():
                     raise IsosimInputError(f"no stored sweep {spec.id} under {self.root}: run `isosim figures` first")
@@ -184,17 +184,17 @@ def _argmax(s: pd.Series) -> int:
 
 def n_star_table(ev: pd.DataFrame, metric: str = METRIC) -> pd.DataFrame:
     """n*(C) from the envelope of per-n reward curves, without a scaling law
-    (:func:`isosim.frontier.compute_optimal` on the evaluations with compute > 0)."""
-    from .frontier import compute_optimal
+    (:func:`isosim.analysis.frontier.compute_optimal` on the evaluations with compute > 0)."""
+    from ...analysis.frontier import compute_optimal
 
     d = ev.assign(value=ev[metric])[["run", "n", "B_problem", "compute", "value"]]
     return compute_optimal(d[d["compute"] > 0], group=("n",))
 
 
 def fit_n_star(ev: pd.DataFrame, metric: str = METRIC, n_boot: int = 0, seed: int = 0):
-    """``(analysis, n_star, error)``: :func:`isosim.fit.analyse_runs`, or, when no law can be
+    """``(analysis, n_star, error)``: :func:`isosim.analysis.fit.analyse_runs`, or, when no law can be
     fitted, ``(None, n_star_table(ev), reason)``."""
-    from .fit import analyse_runs
+    from ...analysis.fit import analyse_runs
 
     try:
         an = analyse_runs(ev, metric=metric, n_boot=n_boot, seed=seed)
@@ -296,7 +296,7 @@ def check_3(r: Results) -> tuple[bool, dict]:
 def fixed_batch_trend(ev: pd.DataFrame) -> dict:
     from scipy.stats import spearmanr
 
-    from .fixed_batch import best_split
+    from ...analysis.fixed_batch import best_split
 
     t = best_split(ev, METRIC)
     rho_n = spearmanr(t["M"], t["n"]).statistic if t["n"].nunique() > 1 else 0.0
@@ -314,7 +314,7 @@ def check_4(r: Results) -> tuple[bool, dict]:
 
 
 def check_5(r: Results) -> tuple[bool, dict]:
-    from .frontier import sensitivity
+    from ...analysis.frontier import sensitivity
 
     top = float(r.specs["easy"].budget)
     rows = []

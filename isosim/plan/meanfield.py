@@ -2,7 +2,7 @@
 
 One GRPO step draws B_problem of the D training problems, samples a group of n rollouts
 per problem and ascends the batch mean of the per-group logit gradient
-``g = (1/n) sum_s c_s A_s (e_s - pi)`` (see :mod:`isosim.kernels`). Every advantage here
+``g = (1/n) sum_s c_s A_s (e_s - pi)`` (see :mod:`isosim.sim.kernels`). Every advantage here
 (grpo, drgrpo, rloo) depends on a rollout only through its reward and the group's count
 of correct rollouts c, and sums to zero over the group, so ``g_s = c_s A(Y_s, c) / n``.
 Given c, the counts of the correct types are Multinomial(c, pi_s / p) and those of the
@@ -41,10 +41,11 @@ import pandas as pd
 from numba import njit
 from scipy.special import expit, gammaln
 
-from .config import SimConfig
-from .errors import IsosimInputError
-from .models import learn_mask, model_module
-from .population import Population, build_population
+from ..sim.advantages import group_table
+from ..sim.config import SimConfig
+from ..errors import IsosimInputError
+from ..sim.models import learn_mask, model_module
+from ..sim.population import Population, build_population
 
 #: the logit grid of p on which the signal expectations are tabulated
 GRID_LOGIT = np.linspace(-16.0, 16.0, 1025)
@@ -55,20 +56,9 @@ FLOOR = 30.0
 # --- the expected group gradient ---------------------------------------------------------
 
 def advantages(n: int, advantage: str, std_eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """``A+(c)`` and ``A-(c)`` for c = 0..n: the advantage of a correct / wrong rollout."""
-    c = np.arange(n + 1, dtype=float)
-    rbar = c / n
-    if advantage == "grpo":
-        sd = np.sqrt(rbar * (1.0 - rbar)) + std_eps
-        safe = np.where(sd > 0, sd, 1.0)
-        return np.where(sd > 0, (1.0 - rbar) / safe, 0.0), np.where(sd > 0, -rbar / safe, 0.0)
-    if advantage == "drgrpo":
-        return 1.0 - rbar, -rbar
-    if advantage == "rloo":
-        if n < 2:
-            return np.zeros(n + 1), np.zeros(n + 1)
-        return (n - c) / (n - 1), -c / (n - 1)
-    raise IsosimInputError(f"unknown advantage {advantage!r}")
+    """``A+(c)`` and ``A-(c)`` for c = 0..n: the advantage of a correct / wrong rollout
+    (the registered estimator's table, :mod:`isosim.sim.advantages`)."""
+    return group_table(n, advantage, std_eps)
 
 
 def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
@@ -481,14 +471,14 @@ class _Integrator:
 class MeanFieldTrace:
     """The mean-field prediction of one config. ``wide``: one row per macro step and split
     (``step, compute_rollouts, compute_tokens, split`` and a column per metric);
-    :attr:`table` is the tidy format of :class:`isosim.simulate.Trace` (``seed`` -1)."""
+    :attr:`table` is the tidy format of :class:`isosim.sim.run.Trace` (``seed`` -1)."""
 
     config: SimConfig
     wide: pd.DataFrame
 
     @property
     def table(self) -> pd.DataFrame:
-        from .simulate import TRACE_COLUMNS
+        from ..sim.run import TRACE_COLUMNS
 
         t = self.wide.melt(id_vars=["step", "compute_rollouts", "compute_tokens", "split"], var_name="metric")
         t = t.dropna(subset=["value"]).assign(config_id=self.config.config_id(), seed=-1)
@@ -532,7 +522,7 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
     ``max_change`` its largest policy change ``||d pi_i||_1``; ``max_train`` uses a
     random subset of that many training problems (``seed``) for the expected gradient.
     Metrics are recorded after every macro step; the validation set is evaluated without
-    the per-problem offsets, as in :func:`isosim.simulate.simulate`.
+    the per-problem offsets, as in :func:`isosim.sim.run.simulate`.
     """
     config.validate()
     if config.algo.baseline_n > config.allocation.n:
@@ -572,7 +562,7 @@ def predict(base: SimConfig, allocations, budget: float, population: Population 
     """Mean-field curves of every ``(n, B_problem)`` in ``allocations``, each to ``budget``
     rollouts, as evaluations (one row per macro step and split; columns ``run, n,
     B_problem, split, step, compute`` and one per metric): the format of
-    :func:`isosim.sweep.evaluations`, plus ``split``."""
+    :func:`isosim.experiments.sweep.evaluations`, plus ``split``."""
     pop = population if population is not None else build_population(base.population, base.model)
     parts = []
     for n, bp in allocations:
@@ -608,7 +598,7 @@ def n_star(curves: pd.DataFrame, metric: str = "avg@4", grid=None, split: str = 
     ``compute, value, n, B_problem, M`` (the arg-max; ties go to the smaller n, then the
     smaller B_problem; M = floor(C / (n B_problem)), or the run's last step with ``hold``).
     A curve competes from its first step on and, without ``hold``, up to its last."""
-    from .frontier import log_grid
+    from ..analysis.frontier import log_grid
 
     d = curves[(curves["split"] == split) & (curves["compute"] > 0)]
     if grid is None:
@@ -631,8 +621,8 @@ def n_star(curves: pd.DataFrame, metric: str = "avg@4", grid=None, split: str = 
 
 def fit_n_star_law(table: pd.DataFrame):
     """The sigmoid ``log2 n* = L / (1 + exp(-k (log10 C - log10 C0))) + b`` fitted to an
-    :func:`n_star` table (:func:`isosim.fit.fit_scaling_law`); None when n* never changes."""
-    from .fit import fit_scaling_law
+    :func:`n_star` table (:func:`isosim.analysis.fit.fit_scaling_law`); None when n* never changes."""
+    from ..analysis.fit import fit_scaling_law
 
     if table["n"].nunique() < 2:
         return None
@@ -652,7 +642,7 @@ class Agreement:
     over every n and every grid compute inside the runs' range; ``seed_sd``: the pooled
     seed-to-seed standard deviation at the same points (NaN with one seed). ``n_star``:
     per grid compute, ``n_sim`` and ``n_mf`` from the same pipeline
-    (:func:`isosim.frontier.compute_optimal`, ScaleRL curve per n) and ``n_mf_raw`` from
+    (:func:`isosim.analysis.frontier.compute_optimal`, ScaleRL curve per n) and ``n_mf_raw`` from
     the raw mean-field curves (:func:`n_star`); ``regret``: the largest loss, on the
     simulation's own fitted curves, of running the mean field's n* instead of the
     simulation's.
@@ -678,8 +668,8 @@ class Agreement:
 
 
 def agreement(sim: pd.DataFrame, curves: pd.DataFrame, metric: str = "avg@4", bucket: float = 0.005) -> Agreement:
-    """Compare :func:`predict` curves with simulated evaluations (:func:`isosim.sweep.evaluations`)."""
-    from .frontier import compute_optimal, fit_groups, group_ranges, record_breaking
+    """Compare :func:`predict` curves with simulated evaluations (:func:`isosim.experiments.sweep.evaluations`)."""
+    from ..analysis.frontier import compute_optimal, fit_groups, group_ranges, record_breaking
 
     d = sim.assign(value=sim[metric])[["run", "n", "B_problem", "compute", "value"]]
     d = d[d["compute"] > 0]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ._logistic import fit_logistic, logistic
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
 from .frontier import (
     ScaleRLFit,
     envelope,
@@ -292,8 +292,8 @@ def load_runs(path: str | Path, metric: str | None = None, split: str = "val") -
     if p.is_dir():
         if not (p / "manifest.json").is_file():
             _fail(f"cannot read {p}: a directory that is not an isosim sweep (no manifest.json)")
-        from .store import RunStore
-        from .sweep import evaluations
+        from ..experiments.store import RunStore
+        from ..experiments.sweep import evaluations
 
         results = RunStore.load(p).read()
         if results.empty:
@@ -377,7 +377,7 @@ def analyse_runs(
 
     n*(C) is taken on a log grid (``points_per_decade``) over the union of the runs'
     compute ranges, each n's curve eligible within its range (to half a grid step, as in
-    :func:`~isosim.frontier.compute_optimal`); the law is fitted on (log10 C, log2 n*).
+    :func:`~isosim.analysis.frontier.compute_optimal`); the law is fitted on (log10 C, log2 n*).
     CIs: :func:`bootstrap_fit` over runs within each n (points when some n has a single
     run), refitting the whole pipeline warm-started from the full-data fit. Evaluations at
     compute 0 are left out.

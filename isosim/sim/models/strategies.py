@@ -13,10 +13,18 @@ per-problem offsets ``u_i`` memorise and do not transfer.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..config import ModelConfig
-from . import PathScales, Problems
+from .base import PathScales, Problems
+
+if TYPE_CHECKING:
+    from ..config import ModelConfig
+
+NAME = "strategies"
+KNOBS = ("n_strategies", "rank", "generality_a", "generality_b", "prior_scale", "embed_scale",
+         "skill_link")
 
 
 def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
@@ -59,3 +67,7 @@ def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> 
 
 def path_scales(cfg: ModelConfig) -> PathScales:
     return PathScales(beta=cfg.shared, v=cfg.shared, u=cfg.local)
+
+
+def learn_mask(cfg: ModelConfig) -> np.ndarray:
+    return np.ones(cfg.n_strategies)

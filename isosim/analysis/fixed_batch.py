@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
 from .fit import MLawFit, fit_m_law
 
 

@@ -1,6 +1,6 @@
 """The main job: the study's Q1 (B_problem fixed, n over powers of two) in simulation on the
 easy and hard presets, the compute-optimal frontier, n*(C) and its sigmoid fit beside the
-study's fitted values, and the twelve findings of :mod:`isosim.findings`, each computed
+study's fitted values, and the twelve findings of :mod:`isosim.experiments.findings`, each computed
 from the stored sweeps."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def reproduce_specs(quick: bool) -> dict[str, SweepSpec]:
 class PresetResult:
     preset: str
     spec: SweepSpec
-    analysis: Any  # isosim.fit.RunsAnalysis or None
+    analysis: Any  # isosim.analysis.fit.RunsAnalysis or None
     n_star: Any  # DataFrame compute, n
     error: str | None
     evals: Any
@@ -76,8 +76,8 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
 
 
 def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
-    from .frontier import frontier
-    from .plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
+    from ..analysis.frontier import frontier
+    from ..analysis.plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
 
     set_style()
     written = []

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .config import BANDS, ModelConfig, PopulationConfig
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
 from .models import Problems, model_module
 
 #: at most this many generator draws are spent looking for one band

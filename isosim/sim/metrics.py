@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
 
 _METRIC_RE = re.compile(r"^(avg|best|worst)@([1-9][0-9]*)$")
 

@@ -1,4 +1,4 @@
-"""Plain NumPy twins of :mod:`isosim.kernels`, vectorised over the batch.
+"""Plain NumPy twins of :mod:`isosim.sim.kernels`, vectorised over the batch.
 
 Same arguments, same math, same random draws in the same order; used by the tests
 (kernel == twin) and by ``isosim bench`` (the speed-up of the Numba kernel).

@@ -3,11 +3,11 @@
 
 Allocations are powers of two with ``n >= 2``, ``n * B_problem <= B_max``,
 ``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The search runs the mean
-field (:mod:`isosim.meanfield`) in two stages, as the study prescribes (tune n first,
+field (:mod:`isosim.plan.meanfield`) in two stages, as the study prescribes (tune n first,
 keep B_problem moderate): every n at ``B_problem = min(32, ...)``, then for the three best
 n the neighbouring B_problem (a half, 2x, 4x). Each curve runs to C, so the same
 curves give n*(C') for every C' <= C. ``verify`` simulates the three best with a few
-seeds (:func:`isosim.simulate.simulate`) and checks the ranking.
+seeds (:func:`isosim.sim.run.simulate`) and checks the ranking.
 """
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .config import AlgoConfig, ModelConfig, SimConfig
-from .errors import IsosimInputError
+from ..sim.config import AlgoConfig, ModelConfig, SimConfig
+from ..errors import IsosimInputError
 from .meanfield import n_star, predict
-from .metrics import parse_metric
-from .population import Population, population_from_pass_rates
+from ..sim.metrics import parse_metric
+from ..sim.population import Population, population_from_pass_rates
 
 #: root-mean-square difference between mean-field and simulated validation curves on the
 #: easy and hard presets (docs/planner.md), rounded up: the planner's known error
@@ -245,7 +245,7 @@ def plan(values, budget: float, b_max: int, metric: str = "avg@4", model: ModelC
 
 
 def _grid(curves: pd.DataFrame, budget: float) -> np.ndarray:
-    from .frontier import log_grid
+    from ..analysis.frontier import log_grid
 
     lo = float(curves.loc[curves["compute"] > 0, "compute"].min())
     return log_grid(lo, max(lo, float(budget)), 5)
@@ -255,7 +255,7 @@ def _verify(p: Plan, base: SimConfig, pop: Population, seeds: int, seed: int) ->
     """Simulate the top three candidates with ``seeds`` seeds; does the mean-field order hold?"""
     from dataclasses import replace
 
-    from .simulate import simulate
+    from ..sim.run import simulate
 
     top = p.ranked[:3]
     sims = []

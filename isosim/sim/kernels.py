@@ -1,6 +1,6 @@
 """Numba kernels: the GRPO training loop and the exact evaluation of a policy.
 
-Policy of problem i (see :mod:`isosim.models`)::
+Policy of problem i (see :mod:`isosim.sim.models`)::
 
     logits_i = L0_i + bs * beta + vs * z_i V + us * u_i,   pi_i = softmax(logits_i)
 
@@ -18,7 +18,7 @@ One step, for each of the B_problem problems of the batch:
 * chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step;
   ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled).
 
-The plain NumPy twin in :mod:`isosim.kernels_ref` draws the same random numbers in
+The plain NumPy twin in :mod:`isosim.sim.twin` draws the same random numbers in
 the same order; the tests compare the two.
 """
 from __future__ import annotations
@@ -28,7 +28,10 @@ import math
 import numpy as np
 from numba import njit
 
-ADV_GRPO, ADV_DRGRPO, ADV_RLOO = 0, 1, 2
+from .advantages import ADVANTAGES
+
+#: kernel codes of the registered advantages (:mod:`isosim.sim.advantages`)
+ADV_GRPO, ADV_DRGRPO, ADV_RLOO = (ADVANTAGES[a].code for a in ("grpo", "drgrpo", "rloo"))
 OPT_SGD, OPT_ADAM, OPT_ADAMW = 0, 1, 2
 
 # indices into the float hyper-parameter vector

@@ -1,6 +1,6 @@
 """``simulate(config, seed) -> Trace``: one GRPO run of a surrogate policy.
 
-The run alternates Numba training chunks (:func:`isosim.kernels.train_steps`) with
+The run alternates Numba training chunks (:func:`isosim.sim.kernels.train_steps`) with
 exact evaluations of every train and validation problem, at log-spaced steps, so a
 trace grows with the number of evaluations, not with steps or rollouts.
 """
@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 
 from . import kernels
+from .advantages import ADVANTAGES
 from .config import SimConfig
 from .metrics import estimated_metric, exact_metric
 from .models import learn_mask, model_module
 from .population import Population, ProblemSet, build_population
 
 TRACE_COLUMNS = ["config_id", "seed", "step", "compute_rollouts", "compute_tokens", "split", "metric", "value"]
-_ADV = {"grpo": kernels.ADV_GRPO, "drgrpo": kernels.ADV_DRGRPO, "rloo": kernels.ADV_RLOO}
 _OPT = {"sgd": kernels.OPT_SGD, "adam": kernels.OPT_ADAM, "adamw": kernels.OPT_ADAMW}
 
 
@@ -104,7 +104,7 @@ def kernel_params(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
     wd = a.weight_decay
     fpar = np.array([a.lr_at(al.n * al.b_problem), sc.beta, sc.v, sc.u, a.std_eps, a.kl_coef, a.entropy_coef,
                      a.beta1, a.beta2, a.adam_eps, wd])
-    ipar = np.array([al.n, n_est, al.b_problem, _ADV[a.advantage], _OPT[a.optimizer], int(a.zero_var_filter),
+    ipar = np.array([al.n, n_est, al.b_problem, ADVANTAGES[a.advantage].code, _OPT[a.optimizer], int(a.zero_var_filter),
                      a.warmup], dtype=np.int64)
     return fpar, ipar
 
@@ -120,7 +120,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
     if backend == "numba":
         k = kernels
     elif backend == "numpy":
-        from . import kernels_ref as k
+        from . import twin as k
     else:
         raise ValueError(f"unknown backend {backend!r}")
     pop = population if population is not None else build_population(config.population, config.model)

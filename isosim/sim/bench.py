@@ -8,10 +8,10 @@ import time
 
 import numpy as np
 
-from . import kernels, kernels_ref
+from . import kernels, twin
 from .config import Allocation, EvalConfig, SimConfig
 from .population import build_population
-from .simulate import _State, kernel_params, simulate
+from .run import _State, kernel_params, simulate
 
 
 def _time_steps(module, config: SimConfig, steps: int, seed: int = 0, repeats: int = 3) -> float:
@@ -80,7 +80,7 @@ def sweep_throughput(workers: int) -> float:
     """Configs per second of a 16-run sweep (runs of about a second) on the local backend with ``workers`` processes."""
     import tempfile
 
-    from .sweep import SweepSpec, run_sweep
+    from ..experiments.sweep import SweepSpec, run_sweep
 
     spec = SweepSpec.from_toml(BENCH_SWEEP)
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +93,7 @@ def run_benchmarks(steps: int = 400, sweep: bool = True) -> dict:
     base = SimConfig().replace(allocation=Allocation(n=16, b_problem=32, steps=steps))
     rollouts = 16 * 32
     t_numba = _time_steps(kernels, base, steps)
-    t_numpy = _time_steps(kernels_ref, base, max(steps // 4, 20))
+    t_numpy = _time_steps(twin, base, max(steps // 4, 20))
     t8 = _time_steps(kernels, base.replace(allocation={"n": 8}), steps)
     t2048 = _time_steps(kernels, base.replace(allocation={"n": 2048}), steps)
     peak, imported = peak_memory_mb()

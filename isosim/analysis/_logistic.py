@@ -23,7 +23,7 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.special import expit
 
-from .errors import IsosimInputError
+from ..errors import IsosimInputError
 
 LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 _LOWER = np.array([0.0, -100.0, -1.0, -10.0])
