@@ -27,7 +27,7 @@ VARIANTS = {
 
 
 def _state_arrays(st):
-    return {k: v for k, v in vars(st).items() if isinstance(v, np.ndarray)}
+    return st._asdict()
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -43,13 +43,14 @@ def test_each_step_matches_numpy_twin(small_cfg, name):
     pop = build_population(cfg.population, cfg.model)
     S, r = pop.train.problems.base_logits.shape[1], pop.train.problems.features.shape[1]
     fpar, ipar = sm.kernel_params(cfg)
-    st = sm._State(pop, S, r)
+    st = sm.initial_state(len(pop.train), S, r)
+    data = sm.train_data(pop.train, cfg)
     rng = np.random.default_rng(9)
     for t in range(40):
         twin = copy.deepcopy(st)
         twin_rng = copy.deepcopy(rng)
-        kernels.train_steps(rng, *st.kernel_args(pop.train, cfg, fpar, ipar), t, 1)
-        numpy_twin.train_steps(twin_rng, *twin.kernel_args(pop.train, cfg, fpar, ipar), t, 1)
+        kernels.train_steps(rng, data, st, fpar, ipar, t, 1)
+        numpy_twin.train_steps(twin_rng, data, twin, fpar, ipar, t, 1)
         a, b = _state_arrays(st), _state_arrays(twin)
         for key in a:
             np.testing.assert_allclose(a[key], b[key], rtol=1e-9, atol=1e-12, err_msg=f"{key} at step {t}")

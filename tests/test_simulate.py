@@ -158,8 +158,9 @@ def _pass_rates_after(cfg, steps, seed=0):
     pop = build_population(cfg.population, cfg.model)
     S, r = pop.train.problems.base_logits.shape[1], pop.train.problems.features.shape[1]
     fpar, ipar = sm.kernel_params(cfg)
-    st = sm._State(pop, S, r)
-    kernels.train_steps(np.random.default_rng(seed), *st.kernel_args(pop.train, cfg, fpar, ipar), 0, steps)
+    st = sm.initial_state(len(pop.train), S, r)
+    data = sm.train_data(pop.train, cfg)
+    kernels.train_steps(np.random.default_rng(seed), data, st, fpar, ipar, 0, steps)
     out = {}
     for name, ps, use_u in (("train", pop.train, True), ("val", pop.val, False)):
         out[name] = sm._evaluate(kernels, ps, st, fpar, use_u)[0]

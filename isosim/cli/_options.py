@@ -13,8 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..sim.config import SimConfig, _SECTION_TYPES
 from ..errors import IsosimInputError
+from ..sim import advantages
+from ..sim.config import SimConfig, _SECTION_TYPES
+from ..sim.models import MODELS
 
 _RENAMES = {("model", "kind"): "model", ("population", "seed"): "data-seed"}
 _SKIP = {("population", "mixture_weights"), ("population", "val_mixture_weights"), ("population", "path"), ("population", "data_digest")}
@@ -69,6 +71,24 @@ def _int_tuple(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def _advantage(text: str) -> str:
+    """A registered advantage's name, also given by an alias (``scale_rewards=none``, ``std``, ...)."""
+    try:
+        return advantages.get(text).name
+    except IsosimInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _help(section: str, name: str, default: Any) -> str:
+    text = f"{section}.{name} (default {default!r})"
+    if (section, name) == ("algo", "advantage"):
+        aliases = "; ".join(f"{a.name}: {', '.join(a.aliases)}" for a in advantages.ADVANTAGES.values())
+        return f"{text}: one of {', '.join(advantages.NAMES)}, or an alias ({aliases})"
+    if (section, name) == ("model", "kind"):
+        return f"{text}: " + ", ".join(f"{m} (knobs: {', '.join(mod.KNOBS)})" for m, mod in MODELS.items())
+    return text
+
+
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="starting config (TOML or JSON); flags override it")
     parser.add_argument("--mixture", metavar="BAND=SHARE,...", help="mixture of bands, e.g. hard=0.5,easy=0.5")
@@ -91,9 +111,11 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                 kwargs.update(type=_int_like, metavar="INT")
             elif isinstance(default, float):
                 kwargs.update(type=_float_like, metavar="X")
+            elif (section, f.name) == ("algo", "advantage"):
+                kwargs.update(type=_advantage, metavar="NAME")
             else:
                 kwargs.update(type=str, metavar="STR")
-            group.add_argument(_flag(section, f.name), help=f"{section}.{f.name} (default {default!r})", **kwargs)
+            group.add_argument(_flag(section, f.name), help=_help(section, f.name, default), **kwargs)
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:

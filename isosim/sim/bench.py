@@ -11,7 +11,7 @@ import numpy as np
 from . import kernels, twin
 from .config import Allocation, EvalConfig, SimConfig
 from .population import build_population
-from .run import _State, kernel_params, simulate
+from .run import initial_state, kernel_params, simulate, train_data
 
 
 def _time_steps(module, config: SimConfig, steps: int, seed: int = 0, repeats: int = 3) -> float:
@@ -20,15 +20,13 @@ def _time_steps(module, config: SimConfig, steps: int, seed: int = 0, repeats: i
     S = pop.train.problems.base_logits.shape[1]
     r = pop.train.problems.features.shape[1]
     fpar, ipar = kernel_params(config)
-    st = _State(pop, S, r)
-    args = st.kernel_args(pop.train, config, fpar, ipar)
-    module.train_steps(np.random.default_rng(seed), *args, 0, 2)  # compile / warm up
+    data = train_data(pop.train, config)
+    module.train_steps(np.random.default_rng(seed), data, initial_state(len(pop.train), S, r), fpar, ipar, 0, 2)  # compile / warm up
     best = np.inf
     for _ in range(repeats):  # the minimum of a few repeats is the least disturbed by other load
-        st = _State(pop, S, r)
-        args = st.kernel_args(pop.train, config, fpar, ipar)
+        st = initial_state(len(pop.train), S, r)
         t0 = time.perf_counter()
-        module.train_steps(np.random.default_rng(seed), *args, 0, steps)
+        module.train_steps(np.random.default_rng(seed), data, st, fpar, ipar, 0, steps)
         best = min(best, (time.perf_counter() - t0) / steps)
     return best
 

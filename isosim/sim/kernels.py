@@ -24,6 +24,7 @@ the same order; the tests compare the two.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -34,11 +35,49 @@ from .advantages import ADVANTAGES
 ADV_GRPO, ADV_DRGRPO, ADV_RLOO = (ADVANTAGES[a].code for a in ("grpo", "drgrpo", "rloo"))
 OPT_SGD, OPT_ADAM, OPT_ADAMW = 0, 1, 2
 
-# indices into the float hyper-parameter vector
+
+
+class TrainData(NamedTuple):
+    """The training problems as the kernel reads them (never written; one row per problem)."""
+
+    base_logits: np.ndarray  # (D, S) float64: L0_i, the reference policy's logits
+    features: np.ndarray  # (D, r) float64: z_i, the embedding the shared V acts through (r may be 0)
+    rewards: np.ndarray  # (D, S) float64 0/1: Y[i, s] = 1 if response type s solves problem i
+    order: np.ndarray  # (D, S) int64: problem i's types by decreasing base probability (sampling order)
+    lengths: np.ndarray  # (D,) float64: tokens of one response to problem i (compute in tokens)
+    learn_mask: np.ndarray  # (S,) float64: 1 for the types whose logits learn, 0 for fixed ones
+
+
+class TrainState(NamedTuple):
+    """The learned parameters, the optimiser state and the data order; updated in place.
+
+    All parameters start at zero, which is the reference policy."""
+
+    beta: np.ndarray  # (S,) shared preference over response types
+    V: np.ndarray  # (r, S) shared low-rank map from a problem's embedding to logits
+    U: np.ndarray  # (D, S) per-problem offsets (memorise, do not transfer)
+    m_beta: np.ndarray  # (S,) Adam first moment of beta
+    v_beta: np.ndarray  # (S,) Adam second moment of beta
+    m_V: np.ndarray  # (r, S) Adam first moment of V
+    v_V: np.ndarray  # (r, S) Adam second moment of V
+    m_U: np.ndarray  # (D, S) Adam first moments of U's rows
+    v_U: np.ndarray  # (D, S) Adam second moments of U's rows
+    t_U: np.ndarray  # (D,) int64: Adam steps taken by each row of U (lazy Adam)
+    perm: np.ndarray  # (D,) int64: this epoch's order of the training problems
+    cursor: np.ndarray  # (1,) int64: next position in perm; D starts a new epoch (reshuffle)
+    counters: np.ndarray  # (4,) float64: C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T below
+
+
+# indices into the float hyper-parameter vector fpar: learning rate (after the LR rule, before warm-up),
+# the path scales of beta / V / U, the std epsilon, KL and entropy coefficients, Adam's beta1, beta2, eps,
+# and the weight decay
 F_LR, F_BS, F_VS, F_US, F_STD_EPS, F_KL, F_ENT, F_B1, F_B2, F_AEPS, F_WD = range(11)
-# indices into the integer hyper-parameter vector
+# indices into the integer hyper-parameter vector ipar: n (rollouts in the update), n_est (rollouts in
+# the baseline, >= n), B_problem, the advantage's code, the optimiser's code, the zero-variance filter
+# (0/1) and the warm-up steps
 I_N, I_NEST, I_BP, I_ADV, I_OPT, I_FILTER, I_WARMUP = range(7)
-# indices into the counters vector
+# indices into TrainState.counters: tokens sampled, groups with zero reward variance, groups, global
+# Adam step (the optimiser step count of the shared parameters)
 C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T = range(4)
 
 
@@ -158,9 +197,29 @@ def _sgd_dense(x, g, lr, wd):
 
 
 @njit(cache=True, error_model="numpy")
-def train_steps(rng, L0, Z, Y, order, lengths, mask, beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U,
-                perm, cursor, counters, fpar, ipar, step0, n_steps):
-    """Run ``n_steps`` GRPO steps from global step ``step0``, updating the state in place."""
+def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
+    """Run ``n_steps`` GRPO steps from global step ``step0``, updating ``state`` in place.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The training noise: batch order (epoch shuffles) and rollout counts, drawn in a
+        fixed order that the NumPy twin repeats.
+    data : TrainData
+        The training problems (read only).
+    state : TrainState
+        Parameters, optimiser moments, epoch permutation and counters (updated in place).
+    fpar : float64 array
+        Float hyper-parameters, indexed by the ``F_*`` constants.
+    ipar : int64 array
+        Integer hyper-parameters, indexed by the ``I_*`` constants.
+    step0 : int
+        Global index of the first step (sets the warm-up factor ``(t + 1) / warmup``).
+    n_steps : int
+        Number of steps to run.
+    """
+    L0, Z, Y, order, lengths, mask = data
+    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, perm, cursor, counters = state
     D, S = L0.shape
     r = Z.shape[1]
     n = ipar[I_N]

@@ -70,25 +70,20 @@ def eval_steps(total: int, cfg_eval, extra: tuple[int, ...] = ()) -> np.ndarray:
     return np.array(sorted(steps), dtype=np.int64)
 
 
-class _State:
-    """Learned parameters and optimiser state, all zero at the reference policy."""
+def initial_state(D: int, S: int, r: int) -> kernels.TrainState:
+    """The kernel state at the reference policy: every parameter and moment zero, a new epoch due."""
+    return kernels.TrainState(
+        beta=np.zeros(S), V=np.zeros((r, S)), U=np.zeros((D, S)),
+        m_beta=np.zeros(S), v_beta=np.zeros(S), m_V=np.zeros((r, S)), v_V=np.zeros((r, S)),
+        m_U=np.zeros((D, S)), v_U=np.zeros((D, S)), t_U=np.zeros(D, dtype=np.int64),
+        perm=np.arange(D, dtype=np.int64), cursor=np.array([D], dtype=np.int64), counters=np.zeros(4))
 
-    def __init__(self, pop: Population, S: int, r: int):
-        D = len(pop.train)
-        self.beta, self.m_beta, self.v_beta = (np.zeros(S) for _ in range(3))
-        self.V, self.m_V, self.v_V = (np.zeros((r, S)) for _ in range(3))
-        self.U, self.m_U, self.v_U = (np.zeros((D, S)) for _ in range(3))
-        self.t_U = np.zeros(D, dtype=np.int64)
-        self.perm = np.arange(D, dtype=np.int64)
-        self.cursor = np.array([D], dtype=np.int64)
-        self.counters = np.zeros(4)
 
-    def kernel_args(self, train: ProblemSet, config: SimConfig, fpar: np.ndarray, ipar: np.ndarray) -> tuple:
-        """Arguments of ``train_steps`` between the generator and the step range."""
-        tp = train.problems
-        return (tp.base_logits, tp.features, tp.rewards, sampling_order(tp.base_logits), train.lengths,
-                learn_mask(config.model), self.beta, self.V, self.U, self.m_beta, self.v_beta, self.m_V, self.v_V,
-                self.m_U, self.v_U, self.t_U, self.perm, self.cursor, self.counters, fpar, ipar)
+def train_data(train: ProblemSet, config: SimConfig) -> kernels.TrainData:
+    """The training problems as the kernel reads them."""
+    tp = train.problems
+    return kernels.TrainData(tp.base_logits, tp.features, tp.rewards, sampling_order(tp.base_logits), train.lengths,
+                             learn_mask(config.model))
 
 
 def sampling_order(base_logits: np.ndarray) -> np.ndarray:
@@ -127,7 +122,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
     train, val = pop.train, pop.val
     S = train.problems.base_logits.shape[1]
     r = train.problems.features.shape[1]
-    st = _State(pop, S, r)
+    st = initial_state(len(train), S, r)
     fpar, ipar = kernel_params(config)
     total = config.allocation.resolved_steps(config.algo)
     per_step = config.allocation.rollouts_per_step(config.algo)
@@ -141,10 +136,10 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
     snap_rows: list[pd.DataFrame] = []
     done = 0
     last_groups = last_zero = 0.0
-    state_args = st.kernel_args(train, config, fpar, ipar)
+    data = train_data(train, config)
     for step in schedule:
         if step > done:
-            k.train_steps(train_rng, *state_args, int(done), int(step - done))
+            k.train_steps(train_rng, data, st, fpar, ipar, int(done), int(step - done))
             done = int(step)
         compute = (int(step) * per_step, float(st.counters[kernels.C_TOKENS]))
         evals = {}
@@ -181,7 +176,7 @@ def _splits(train: ProblemSet, val: ProblemSet) -> dict[str, tuple[str, np.ndarr
     return out
 
 
-def _evaluate(k, ps: ProblemSet, st: _State, fpar: np.ndarray, use_u: bool):
+def _evaluate(k, ps: ProblemSet, st: kernels.TrainState, fpar: np.ndarray, use_u: bool):
     pr = ps.problems
     N = len(pr)
     p, h, kl = np.empty(N), np.empty(N), np.empty(N)

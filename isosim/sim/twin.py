@@ -53,8 +53,10 @@ def _adam(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
     x += lr * (m / bc1) / (np.sqrt(v / bc2) + eps)
 
 
-def train_steps(rng, L0, Z, Y, order, lengths, mask, beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U,
-                perm, cursor, counters, fpar, ipar, step0, n_steps):
+def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
+    """The twin of :func:`isosim.sim.kernels.train_steps` (same arguments, same draws)."""
+    L0, Z, Y, order, lengths, mask = data
+    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, perm, cursor, counters = state
     D, S = L0.shape
     n, n_est, Bp = int(ipar[I_N]), int(ipar[I_NEST]), int(ipar[I_BP])
     adv, opt, zfilter, warmup = ipar[I_ADV], ipar[I_OPT], ipar[I_FILTER], ipar[I_WARMUP]
