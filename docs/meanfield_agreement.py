@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from isosim.experiments.findings import sweep_specs
-from isosim.plan.meanfield import agreement, fit_n_star_law, n_star, predict
+from isosim.plan.agreement import agreement
+from isosim.plan.predict import fit_n_star_law, n_star, predict
 from isosim.experiments.store import RunStore
 from isosim.experiments.sweep import SweepSpec, evaluations
 

@@ -21,9 +21,8 @@ from isosim.analysis.fit import (
     fit_m_law,
     fit_runs,
     fit_scaling_law,
-    load_runs,
-    validate_runs,
 )
+from isosim.analysis.runs import load_runs, validate_runs
 
 EASY = dict(L=6.09, k=4.75, log10_C0=5.84, b=2.73)
 DOCS = Path(__file__).resolve().parents[1] / "docs"

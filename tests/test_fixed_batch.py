@@ -42,3 +42,11 @@ def test_q2_testing_sweep_end_to_end(tmp_path):
     res = analyse_fixed_batch(ev, steps=spec.steps)
     assert set(res.table["M"]) == set(spec.steps)
     assert (res.table["n"] * res.table["B_problem"] == spec.total_batch).all()
+
+
+def test_best_split_ties_go_to_the_smaller_n_and_missing_cells_do_not_compete():
+    ev = pd.DataFrame({"n": [2, 4, 8, 2, 8], "B_problem": [32, 16, 8, 32, 8], "step": [10, 10, 10, 20, 20],
+                       "avg@4": [0.5, 0.5, 0.4, np.nan, 0.3]})
+    t = best_split(ev)
+    assert t.columns.tolist() == ["M", "n", "B_problem", "value"]
+    assert list(zip(t["M"], t["n"])) == [(10, 2), (20, 8)]

@@ -1,4 +1,5 @@
-"""Record-breaking points, the frontier, ScaleRL curves, the envelope and sensitivity."""
+"""Record-breaking points, the frontier, ScaleRL curves, compute_optimal and sensitivity
+(the n* arg-max itself: tests/test_n_star.py)."""
 from __future__ import annotations
 
 import math
@@ -11,9 +12,7 @@ from hypothesis import strategies as st
 
 from isosim.errors import IsosimInputError
 from isosim.analysis.frontier import (
-    ScaleRLFit,
     compute_optimal,
-    envelope,
     final_values,
     fit_groups,
     fit_reward_curve,
@@ -231,16 +230,6 @@ def test_compute_optimal_by_n_and_b_problem_reports_m():
     assert out.columns.tolist() == ["compute", "value", "n", "B_problem", "M"]
     assert set(out["B_problem"]) == {32}
     assert np.allclose(out["M"], out["compute"] / (out["n"] * out["B_problem"]))
-
-
-def test_envelope_respects_ranges_and_drops_uncovered_points():
-    fits = {
-        (1,): ScaleRLFit(R0=0.0, A=1.0, C_mid=10.0, B=1.0, c_min=1.0, c_max=100.0),
-        (2,): ScaleRLFit(R0=0.0, A=2.0, C_mid=10.0, B=1.0, c_min=50.0, c_max=1000.0),
-    }
-    out = envelope(fits, [0.5, 10.0, 60.0, 500.0, 5000.0])
-    assert out["compute"].tolist() == [10.0, 60.0, 500.0]
-    assert out["n"].tolist() == [1, 2, 2]
 
 
 def test_fit_groups_skips_unfittable_groups_and_fails_when_none_fit():

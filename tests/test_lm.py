@@ -33,7 +33,8 @@ from isosim.lm import (  # noqa: E402
 )
 from isosim.lm.grpo import response_mask, token_logps  # noqa: E402
 from isosim.lm.task import EOS, PAD, VOCAB_SIZE, Problems  # noqa: E402
-from isosim.lm.validate import BANDS, n_star, plan_grid, quick_config  # noqa: E402
+from isosim.lm.compare import n_star  # noqa: E402
+from isosim.lm.protocol import BANDS, plan_grid, quick_config  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -7,18 +7,9 @@ import pytest
 from isosim import SimConfig, build_population, simulate
 from isosim.sim import kernels
 from isosim.errors import IsosimInputError
-from isosim.plan.meanfield import (
-    Agreement,
-    advantages,
-    agreement,
-    curve_at,
-    fit_n_star_law,
-    group_moments,
-    mean_field,
-    n_star,
-    predict,
-    signal_h,
-)
+from isosim.plan.agreement import Agreement, agreement
+from isosim.plan.meanfield import advantages, group_moments, mean_field, signal_h
+from isosim.plan.predict import curve_at, fit_n_star_law, n_star, predict
 from isosim.sim.run import TRACE_COLUMNS
 
 ADV = {"grpo": kernels.ADV_GRPO, "drgrpo": kernels.ADV_DRGRPO, "rloo": kernels.ADV_RLOO}
@@ -168,6 +159,23 @@ def test_n_star_table_and_law(small):
     law = fit_n_star_law(table)
     assert law is None or np.isfinite(law.L)
     assert fit_n_star_law(table.assign(n=2)) is None
+
+
+def test_n_star_of_curves_ties_and_edges():
+    """Without simulation: equal curves go to the smaller n, then the smaller B_problem; a curve
+    competes only over its own compute range (to its end with ``hold``)."""
+    def run(n, bp, steps, values):
+        steps = np.asarray(steps)
+        return pd.DataFrame({"run": f"mf-n{n}-b{bp}", "n": n, "B_problem": bp, "split": "val", "step": steps,
+                             "compute": steps * n * bp, "avg@4": values})
+    curves = pd.concat([run(4, 8, [0, 4, 16], [0.1, 0.3, 0.5]), run(2, 16, [0, 4, 16], [0.1, 0.3, 0.5]),
+                        run(2, 32, [0, 2, 8], [0.1, 0.3, 0.5]), run(8, 8, [0, 2, 4, 64], [0.1, 0.2, 0.2, 0.9])],
+                       ignore_index=True)
+    t = n_star(curves, "avg@4", grid=[64.0, 128.0, 512.0, 4096.0, 1e5])
+    assert t["compute"].tolist() == [128.0, 512.0, 4096.0]  # 64: before every curve; 1e5: after every one
+    assert list(zip(t["n"], t["B_problem"])) == [(2, 16), (2, 16), (8, 8)]
+    held = n_star(curves, "avg@4", grid=[512.0, 1e5], hold=True)
+    assert list(zip(held["n"], held["M"])) == [(2, 16), (8, 64)]
 
 
 @pytest.mark.parametrize("changes", [

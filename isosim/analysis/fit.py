@@ -1,4 +1,6 @@
-"""The n*(C) scaling law, bootstrap confidence intervals and the ``isosim fit`` pipeline.
+"""The n*(C) scaling law, bootstrap confidence intervals and the ``isosim fit`` pipeline
+(:func:`analyse_runs`: runs -> frontier -> per-n curves -> n*(C) -> law). Reading and checking
+the run files is :mod:`isosim.analysis.runs`; the n*(C) arg-max is :mod:`isosim.analysis.n_star`.
 
     log2 n*(C) = L / (1 + exp(-k (log10 C - log10 C0))) + b,   L >= 0
 
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -19,18 +20,11 @@ import pandas as pd
 
 from ._logistic import fit_logistic, logistic
 from ..errors import IsosimInputError
-from .frontier import (
-    ScaleRLFit,
-    envelope,
-    fit_groups,
-    frontier,
-    group_ranges,
-    log_grid,
-    record_breaking,
-)
+from .frontier import ScaleRLFit, fit_groups, frontier, group_ranges, log_grid, record_breaking
+from .n_star import n_star_envelope
+from .runs import require_two_n, validate_runs
 
 CI = Mapping[str, tuple[float, float]]
-RESERVED = ("run", "n", "B_problem", "compute", "step")
 
 
 class _Sigmoid:
@@ -199,118 +193,6 @@ def bootstrap_fit(
     return Bootstrap(ci, len(draws), n_boot, mode, level)
 
 
-def _fail(message: str):
-    raise IsosimInputError(message)
-
-
-def validate_runs(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
-    """Check a runs table and return it with float ``compute`` (from ``step`` if needed).
-
-    Needs ``run``, ``n``, ``B_problem`` (positive integers, fixed per run) and ``compute``
-    (rollouts, >= 0) or ``step`` (compute = step * n * B_problem), at least two distinct n,
-    and, when ``metric`` is given, a numeric, non-constant metric column (NaN rows are
-    dropped). Every problem is one :class:`IsosimInputError` line.
-    """
-    if not isinstance(df, pd.DataFrame):
-        _fail(f"expected a pandas DataFrame, got {type(df).__name__}")
-    need = [c for c in ("run", "n", "B_problem") if c not in df.columns]
-    if need or not ({"compute", "step"} & set(df.columns)):
-        missing = need + ([] if {"compute", "step"} & set(df.columns) else ["compute (or step)"])
-        _fail(f"missing column(s) {', '.join(missing)}; have {_names(df.columns)}")
-    if df.empty:
-        _fail("the table has no rows")
-    d = df.copy()
-    if d["run"].isna().any():
-        _fail(f"column 'run' is empty on row {int(np.flatnonzero(d['run'].isna())[0]) + 1}")
-    for col in ("n", "B_problem"):
-        d[col] = _positive_ints(d[col], col)
-    src = "compute" if "compute" in d.columns else "step"
-    raw = pd.to_numeric(d[src], errors="coerce").astype(float)
-    bad = ~np.isfinite(raw) | (raw < 0)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        _fail(f"column {src!r} must hold numbers >= 0 (row {row + 1}: {d[src].iloc[row]!r})")
-    d["compute"] = raw if src == "compute" else raw * d["n"] * d["B_problem"]
-    for col in ("n", "B_problem"):
-        per_run = d.groupby("run", sort=False)[col].nunique()
-        if (per_run > 1).any():
-            _fail(f"run {per_run.index[per_run > 1][0]!r} has several values of {col}")
-    if metric is not None:
-        d = _metric_column(d, metric)
-    _need_two_n(d)
-    return d
-
-
-def _need_two_n(d: pd.DataFrame, where: str = "") -> None:
-    ns = np.unique(d["n"])
-    if ns.size < 2:
-        got = f"only n={ns[0]}" if ns.size else "none"
-        _fail(f"need runs at two or more distinct n{where} to fit n*(C), got {got}")
-
-
-def _names(cols, limit: int = 12) -> str:
-    shown = [repr(str(c))[:40] for c in list(cols)[:limit]]
-    more = f" and {len(cols) - limit} more" if len(cols) > limit else ""
-    return (", ".join(shown) or "none") + more
-
-
-def _positive_ints(col: pd.Series, name: str) -> pd.Series:
-    num = pd.to_numeric(col, errors="coerce").astype(float)
-    bad = ~np.isfinite(num) | (num <= 0) | (num != np.round(num)) | (num > 2**53)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        _fail(f"column {name!r} must hold positive integers (row {row + 1}: {col.iloc[row]!r})")
-    return num.astype(np.int64)
-
-
-def metric_columns(df: pd.DataFrame) -> list[str]:
-    return [str(c) for c in df.columns if c not in RESERVED]
-
-
-def _metric_column(d: pd.DataFrame, metric: str) -> pd.DataFrame:
-    if metric not in d.columns or metric in RESERVED:
-        _fail(f"no metric column {metric!r}; metric columns: {_names(metric_columns(d))}")
-    vals = pd.to_numeric(d[metric], errors="coerce").astype(float)
-    junk = vals.isna() & d[metric].notna()
-    if junk.any() or np.isinf(vals).any():
-        row = int(np.flatnonzero(junk | np.isinf(vals))[0])
-        _fail(f"metric {metric!r} must hold finite numbers (row {row + 1}: {d[metric].iloc[row]!r})")
-    d = d.assign(**{metric: vals}).dropna(subset=[metric])
-    if d.empty:
-        _fail(f"metric {metric!r} has no values")
-    if vals.max() == vals.min():
-        _fail(f"metric {metric!r} is constant ({vals.max():g}): there is nothing to fit")
-    return d.reset_index(drop=True)
-
-
-def load_runs(path: str | Path, metric: str | None = None, split: str = "val") -> pd.DataFrame:
-    """Read runs from CSV (.tsv: tab-separated; .parquet/.pq: Parquet), or the ``split``
-    evaluations of an ``isosim sweep`` directory, and :func:`validate_runs` them."""
-    p = Path(path)
-    if not p.exists():
-        _fail(f"cannot read {p}: no such file")
-    if p.is_dir():
-        if not (p / "manifest.json").is_file():
-            _fail(f"cannot read {p}: a directory that is not an isosim sweep (no manifest.json)")
-        from ..experiments.store import RunStore
-        from ..experiments.sweep import evaluations
-
-        results = RunStore.load(p).read()
-        if results.empty:
-            _fail(f"{p} holds no finished runs yet")
-        return validate_runs(evaluations(results, split=split), metric)
-    try:
-        if p.suffix.lower() in (".parquet", ".pq"):
-            df = pd.read_parquet(p)
-        else:
-            df = pd.read_csv(p, sep="\t" if p.suffix.lower() == ".tsv" else ",")
-    except Exception as exc:  # pandas and pyarrow raise many types for unreadable files
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        _fail(f"cannot read {p}: {first}")
-    df.columns = [str(c).strip() for c in df.columns]
-    return validate_runs(df, metric)
-
-
 @dataclass(frozen=True, eq=False)
 class RunsAnalysis:
     """Every stage of :func:`analyse_runs`: records, frontier, per-n curves, n*(C), the law."""
@@ -351,11 +233,11 @@ def _num(x: float) -> float | None:
 
 def _n_star_law(records, ranges, grid, slack, curve_starts=None, law_starts=None):
     curves = fit_groups(records, ("n",), ranges=ranges, starts=curve_starts)
-    n_star = envelope(curves, grid, ("n",), slack)
+    n_star = n_star_envelope(curves, grid, ("n",), slack)
     if n_star.empty:
-        _fail("no fitted curve covers the compute grid")
+        raise IsosimInputError("no fitted curve covers the compute grid")
     if n_star["n"].nunique() < 2:
-        _fail(
+        raise IsosimInputError(
             f"n*(C) is n={n_star['n'].iloc[0]} at every compute: the compute-optimal n never "
             "changes, so there is no scaling law to fit"
         )
@@ -385,7 +267,7 @@ def analyse_runs(
     runs = validate_runs(df, metric)
     data = runs.assign(value=runs[metric])[["run", "n", "B_problem", "compute", "value"]]
     data = data[data["compute"] > 0].reset_index(drop=True)
-    _need_two_n(data, " with compute > 0")
+    require_two_n(data, " with compute > 0")
     records = record_breaking(data, bucket=bucket)
     ranges = group_ranges(data, ("n",))
     lo, hi = min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())

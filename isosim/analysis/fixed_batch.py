@@ -1,8 +1,9 @@
 """Q2: with the total batch ``B = n * B_problem`` fixed, which split is best after M steps?
 
 For every evaluated step count M, the best split is the (n, B_problem) whose mean reward
-(over replicates) is highest; ``n*(M)`` and ``B_problem*(M)`` are then fitted with the
-study's linear-M sigmoid ``log2 y = L / (1 + exp(-k (M - M0))) + b``.
+(over replicates) is highest (the raw arg-max :func:`isosim.analysis.n_star.n_star_raw`, with
+its tie and edge rules); ``n*(M)`` and ``B_problem*(M)`` are then fitted with the study's
+linear-M sigmoid ``log2 y = L / (1 + exp(-k (M - M0))) + b``.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pandas as pd
 
 from ..errors import IsosimInputError
 from .fit import MLawFit, fit_m_law
+from .n_star import n_star_raw
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,9 @@ def best_split(evals: pd.DataFrame, metric: str = "avg@4", steps=None) -> pd.Dat
     keep = evals["step"] > 0
     if steps is not None:
         keep &= evals["step"].isin(list(steps))
-    cells = (evals[keep].groupby(["step", "n", "B_problem"], as_index=False)[metric].mean())
-    best = cells.loc[cells.groupby("step")[metric].idxmax()]
-    return best.rename(columns={"step": "M", metric: "value"}).reset_index(drop=True)
+    cells = evals[keep].groupby(["n", "B_problem", "step"])[metric].mean().unstack("step")
+    best = n_star_raw(cells, ["n", "B_problem"])
+    return best.rename(columns={"compute": "M"})[["M", "n", "B_problem", "value"]]
 
 
 def analyse_fixed_batch(evals: pd.DataFrame, metric: str = "avg@4", steps=None) -> FixedBatchResult:

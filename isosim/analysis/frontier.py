@@ -1,4 +1,6 @@
-"""The IsoCompute frontier: record-breaking points, per-group ScaleRL curves, the envelope.
+"""The IsoCompute frontier: record-breaking points, the frontier f(C), per-group ScaleRL
+curves, the compute-optimal pipeline (:func:`compute_optimal`; its arg-max rule lives in
+:mod:`isosim.analysis.n_star`) and the sensitivity of the final reward to n and B_problem.
 
 Tables are tidy pandas DataFrames with one row per evaluation: a compute column (rollouts,
 > 0 for the fits), a value column (a reward metric) and identifying columns among
@@ -15,6 +17,7 @@ import pandas as pd
 from scipy.special import expit
 
 from ._logistic import fit_logistic
+from .n_star import n_star_envelope
 from ..errors import IsosimInputError
 
 ID_COLUMNS = ("n", "B_problem", "run")
@@ -227,39 +230,6 @@ def log_grid(c_min: float, c_max: float, points_per_decade: int = 10) -> np.ndar
     return np.unique(grid)
 
 
-def envelope(
-    fits: Mapping[tuple, ScaleRLFit],
-    grid,
-    group: Sequence[str] = ("n",),
-    slack_decades: float = 0.0,
-) -> pd.DataFrame:
-    """Upper envelope max_g R_g(C) over the curves eligible at C (c_min <= C <= c_max).
-
-    ``slack_decades`` widens each range by that much in log10 C (compute_optimal uses half
-    a grid step, so ranges are compared at the grid's resolution). Columns: compute, value, the group columns of the arg-max curve (ties: the first key in
-    sorted order) and, when grouped by both n and B_problem, M = C / (n B_problem). Grid
-    points where no curve is eligible are dropped.
-    """
-    group = list(group)
-    keys = sorted(fits)
-    grid = np.asarray(grid, dtype=float)
-    table = np.full((len(keys), grid.size), -np.inf)
-    for i, key in enumerate(keys):
-        f = fits[key]
-        widen = 10.0**slack_decades
-        ok = (grid >= f.c_min / widen * (1 - 1e-9)) & (grid <= f.c_max * widen * (1 + 1e-9))
-        table[i, ok] = f.predict(grid[ok])
-    best = np.argmax(table, axis=0) if keys else np.zeros(grid.size, dtype=int)
-    value = table[best, np.arange(grid.size)] if keys else np.full(grid.size, -np.inf)
-    ok = np.isfinite(value)
-    out = pd.DataFrame({"compute": grid[ok], "value": value[ok]})
-    for j, col in enumerate(group):
-        out[col] = [keys[b][j] for b in best[ok]]
-    if "n" in group and "B_problem" in group:
-        out["M"] = out["compute"] / (out["n"] * out["B_problem"])
-    return out
-
-
 def compute_optimal(
     df: pd.DataFrame,
     group: Sequence[str] = ("n",),
@@ -271,13 +241,15 @@ def compute_optimal(
     points_per_decade: int = 10,
     slack_decades: float | None = None,
 ) -> pd.DataFrame:
-    """Compute-optimal allocation: record-breaking points, one ScaleRL curve per group, envelope.
+    """Compute-optimal allocation from evaluations: record-breaking points, one ScaleRL curve
+    per group, then the fitted arg-max :func:`isosim.analysis.n_star.n_star_envelope`.
 
     A group's curve is eligible only within its observed compute range (no extrapolation),
     compared at the grid's resolution: ``slack_decades`` defaults to half a grid step,
-    0.5 / ``points_per_decade``. Returns the :func:`envelope` table on ``grid`` (default:
+    0.5 / ``points_per_decade``. Returns the envelope table on ``grid`` (default:
     :func:`log_grid` over the union of the groups' ranges): compute, value, the arg-max
-    group (n*, or n*, B_problem* and M* = C / (n* B_problem*)).
+    group (n*, or n*, B_problem* and M* = C / (n* B_problem*)); ties and edges follow
+    :mod:`isosim.analysis.n_star`.
     """
     group = list(group)
     _require(df, value_col, compute_col, *group)
@@ -289,7 +261,7 @@ def compute_optimal(
         hi = max(f.c_max for f in fits.values())
         grid = log_grid(lo, hi, points_per_decade)
     slack = 0.5 / points_per_decade if slack_decades is None else slack_decades
-    return envelope(fits, grid, group, slack)
+    return n_star_envelope(fits, grid, group, slack)
 
 
 def final_values(

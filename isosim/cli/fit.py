@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         raise IsosimInputError(f"--n-boot must be >= 0, got {args.n_boot}")
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):
         raise IsosimInputError(f"--plot must name a .png or .pdf file, got {args.plot}")
-    from ..analysis.fit import analyse_runs, load_runs
+    from ..analysis.fit import analyse_runs
+    from ..analysis.runs import load_runs
 
     runs = load_runs(args.file, metric=args.metric)
     result = analyse_runs(runs, args.metric, args.bucket, args.n_boot, args.seed)

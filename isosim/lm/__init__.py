@@ -10,7 +10,8 @@ from .grpo import (LOSS_AGG, SCALE_REWARDS, GRPOConfig, GRPOTrainer, aggregate, 
                    policy_loss, rollouts_for, steps_for)
 from .model import GPT, GPTConfig, KVCache
 from .task import Problems, TaskSpec, Teacher, Tokenizer, difficulty_pool, mixed_pool, sample_problems, score
-from .validate import ValidateConfig, Validation, full_config, quick_config, run_validate
+from .protocol import ValidateConfig, full_config, quick_config
+from .validate import Validation, run_validate
 
 __all__ = [
     "GPT", "GPTConfig", "KVCache", "GRPOConfig", "GRPOTrainer", "LOSS_AGG", "SCALE_REWARDS", "Problems", "SFTConfig",

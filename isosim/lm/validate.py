@@ -12,7 +12,8 @@ Protocol (docs/lm.md has the details):
    rate, so the run for n is also the run for every smaller budget; validation avg@1
    (``eval_samples`` samples per problem, not counted as compute) at C_max / 2^j.
 5. Measured n*(C): at each budget, the n with the highest best-so-far validation avg@1
-   (the frontier's definition applied per n; ties go to the smaller n).
+   (the frontier's definition applied per n; the raw arg-max of :mod:`isosim.analysis.n_star`,
+   ties to the smaller n).
 6. Predicted n*(C): isosim's strategies surrogate built with
    ``population_from_pass_rates(train rates, val rates, model=ModelConfig())`` and run by
    ``isosim.simulate`` with the same n, B_problem and steps M (so the same rollouts C); its
@@ -28,14 +29,14 @@ Protocol (docs/lm.md has the details):
 
 Everything is appended to ``DIR/results.jsonl`` as it happens; finished runs found there
 (same configuration and plan) are reused, so an interrupted validation resumes.
+
+This module runs the steps (:func:`run_validate`); the configuration and grids are
+:mod:`isosim.lm.protocol`, the results file :mod:`isosim.lm.journal`, the surrogate and the
+comparison (steps 5 to 7) :mod:`isosim.lm.compare`.
 """
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-import math
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -44,128 +45,15 @@ from typing import Callable
 import numpy as np
 import torch
 
-from isosim.sim.config import ModelConfig
-
-from .base import SFTConfig, skill_errors, train_base
-from .grpo import GRPOConfig, GRPOTrainer, pass_rates
-from .model import GPT, GPTConfig
-from .task import TaskSpec, Teacher, Problems, VOCAB_SIZE, mixed_pool
-
-BANDS = {"easy": (0.3, 0.6), "hard": (0.0, 0.0625)}
-
-
-@dataclass(frozen=True)
-class ValidateConfig:
-    name: str
-    task: TaskSpec
-    model: GPTConfig
-    sft: SFTConfig
-    grpo: GRPOConfig  # n and b_problem are set per run
-    teacher_seed: int = 0
-    teacher_mean_error: float = 0.25
-    teacher_concentration: float = 2.0
-    pool_size: int = 1500
-    measure_samples: int = 16
-    train_size: int = 256  # per subset, at most
-    val_size: int = 100
-    b_problem: int = 8
-    n_grid: tuple[int, ...] = (2, 4, 8, 16, 32)
-    budget: int = 8192  # planned C_max (rollouts)
-    min_budget: int = 2048  # the plan never goes below this C_max
-    n_budgets: int = 4  # evaluations at C_max / 2^j, j < n_budgets
-    eval_samples: int = 16
-    pass_rate_estimate: str = "jeffreys"  # what the surrogate is given: "jeffreys" (c+1/2)/(m+1) or "raw" c/m
-    surrogate: ModelConfig = field(default_factory=ModelConfig)  # the surrogate model (default: isosim's default)
-    surrogate_seeds: int = 4
-    surrogate_lrs: tuple[float, ...] = tuple(float(x) for x in np.round(np.logspace(-3, 0, 16), 6))
-    fb_steps: int = 256  # planned M_max of the fixed-batch grid (halved until it fits)
-    fb_min_steps: int = 16  # the plan never goes below this M_max
-    fb_n_budgets: int = 4  # fixed-batch evaluations at M_max / 2^j, j < fb_n_budgets
-    fb_share: float = 0.25  # share of the grid time given to the fixed-batch grid (at least)
-    time_budget_s: float = 150.0  # wall time of the whole validation
-    reserve_s: float = 25.0  # kept for the surrogate, the figures and the report
-    seed: int = 0
-
-    def config_id(self) -> str:
-        d = asdict(self)
-        d.pop("time_budget_s")
-        d.pop("reserve_s")
-        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def quick_config() -> ValidateConfig:
-    """2 CPU cores, under 3 minutes: a one-layer GPT, k <= 4, B_problem 8, C up to 16384 (8192 on a busy machine);
-    fixed batch B = 64, M up to 256 (128 on a busy machine)."""
-    task = TaskSpec(1, 4)
-    return ValidateConfig(
-        name="quick", task=task,
-        model=GPTConfig(vocab_size=VOCAB_SIZE, block_size=task.block_size, n_layer=1, n_head=4, n_embd=64),
-        sft=SFTConfig(steps=900, batch=128, lr=3e-3, time_limit_s=45),
-        grpo=GRPOConfig(lr=3e-4), budget=16384, min_budget=2048, n_budgets=5,
-        fb_steps=256, fb_min_steps=16, fb_n_budgets=4, time_budget_s=165.0,
-    )
-
-
-def full_config() -> ValidateConfig:
-    """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
-    fixed batch B = 512, M up to 512."""
-    task = TaskSpec(1, 6)
-    return ValidateConfig(
-        name="full", task=task,
-        model=GPTConfig(vocab_size=VOCAB_SIZE, block_size=task.block_size, n_layer=2, n_head=4, n_embd=128),
-        sft=SFTConfig(steps=3000, batch=512, lr=2e-3, time_limit_s=90),
-        grpo=GRPOConfig(lr=2e-4),
-        pool_size=8000, train_size=1024, val_size=256, b_problem=32, n_grid=(2, 4, 8, 16, 32, 64, 128),
-        budget=2**17, min_budget=2**13, n_budgets=8, fb_steps=512, fb_min_steps=32, fb_n_budgets=6,
-        time_budget_s=440.0, reserve_s=40.0,
-    )
-
-
-# --- results file --------------------------------------------------------------------------
-
-class Journal:
-    """Append-only JSON lines; every record carries the configuration id."""
-
-    def __init__(self, path: Path, config_id: str):
-        self.path, self.cid = path, config_id
-        self.records = []
-        if path.exists():
-            text = path.read_text()
-            if text and not text.endswith("\n"):  # a record cut short: start the next one on a new line
-                with open(path, "a") as fh:
-                    fh.write("\n")
-            for line in text.splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:  # a line cut by an interruption
-                    continue
-                if rec.get("config_id") == config_id:
-                    self.records.append(rec)
-
-    def write(self, kind: str, **fields) -> dict:
-        rec = {"kind": kind, "config_id": self.cid, "time": time.time(), **fields}
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(rec, default=_jsonable) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        self.records.append(rec)
-        return rec
-
-    def last(self, kind: str, **match) -> dict | None:
-        for rec in reversed(self.records):
-            if rec["kind"] == kind and all(rec.get(k) == v for k, v in match.items()):
-                return rec
-        return None
-
-
-def _jsonable(x):
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)
+from .base import skill_errors, train_base
+from .compare import (agreement, calibrate, fb_curves, fb_n_star, measured_curves, n_star, surrogate_curves,
+                      surrogate_fb_curves, surrogate_rates)
+from .grpo import GRPOTrainer, pass_rates
+from .journal import Journal
+from .model import GPT
+from .protocol import (BANDS, ValidateConfig, budgets, eval_steps, fb_marks, full_config, plan_grid,
+                       quick_config)
+from .task import Problems, Teacher, mixed_pool
 
 
 # --- steps of the protocol -----------------------------------------------------------------
@@ -250,75 +138,6 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def budgets(c_max: int, n_budgets: int, min_rollouts: int = 1) -> list[int]:
-    """The evaluation budgets C_max / 2^j, j < n_budgets, that are at least ``min_rollouts``."""
-    return sorted({int(c_max // 2**j) for j in range(n_budgets) if c_max // 2**j >= min_rollouts})
-
-
-def eval_steps(c_max: int, n_budgets: int, n: int, b_problem: int) -> dict[int, int]:
-    """{step M: budget C} for the budgets with at least one step at this n."""
-    return {c // (n * b_problem): c for c in budgets(c_max, n_budgets) if c >= n * b_problem}
-
-
-def fb_splits(cfg: ValidateConfig, n_grid: list[int]) -> tuple[int, list[tuple[int, int]]]:
-    """The fixed-batch grid's total batch B = B_problem * (the middle n of the grid) and its
-    splits (n, B_problem = B / n) over the grid's n that divide B."""
-    big_b = cfg.b_problem * n_grid[len(n_grid) // 2]
-    return big_b, [(n, big_b // n) for n in n_grid if big_b % n == 0 and big_b // n >= 1]
-
-
-def fb_marks(m_max: int, fb_n_budgets: int) -> list[int]:
-    """The fixed-batch evaluation steps M_max / 2^j, j < fb_n_budgets (at least 1)."""
-    return sorted({int(m_max // 2**j) for j in range(fb_n_budgets) if m_max // 2**j >= 1})
-
-
-def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: float, n_subsets: int = 2) -> dict:
-    """The largest C_max = budget / 2^j (>= min_budget) whose Q1 grid fits its share of
-    ``seconds_left`` (1 - fb_share), step time modelled as a + b * n * B_problem from the probe;
-    then fewer n if it must. The fixed-batch grid gets the rest (at least ``fb_share``): the
-    largest M_max = fb_steps / 2^j (>= fb_min_steps) that fits it."""
-    (n0, t0), (n1, t1) = sorted(step_s.items())
-    slope = max(0.0, (t1 - t0) / max(1, (n1 - n0) * cfg.b_problem))
-    icpt = max(1e-4, t0 - slope * n0 * cfg.b_problem)
-    grid = list(cfg.n_grid)
-    q1_left = seconds_left * (1.0 - cfg.fb_share)
-
-    def fixed_batch(ns, left):
-        big_b, splits = fb_splits(cfg, ns)
-
-        def fb_cost(m):
-            return n_subsets * len(splits) * (m * (icpt + slope * big_b) + len(fb_marks(m, cfg.fb_n_budgets)) * eval_s)
-        m = cfg.fb_steps
-        while m > cfg.fb_min_steps and fb_cost(m) > left:
-            m //= 2
-        m = max(m, cfg.fb_min_steps)
-        return {"B": int(big_b), "splits": [[int(n), int(bp)] for n, bp in splits], "m_max": int(m),
-                "predicted_s": fb_cost(m), "shrunk": m < cfg.fb_steps}
-
-    def result(c, ns, shrunk):
-        q1 = cost(c, ns)
-        fb = fixed_batch(ns, max(seconds_left - q1, seconds_left * cfg.fb_share))
-        return {"budget": int(c), "n_grid": ns, "predicted_s": q1, "shrunk": shrunk, "fixed_batch": fb,
-                "predicted_total_s": q1 + fb["predicted_s"]}
-
-    def cost(c_max, ns):
-        tot = 0.0
-        for n in ns:
-            m = c_max // (n * cfg.b_problem)
-            tot += m * (icpt + slope * n * cfg.b_problem) + len(eval_steps(c_max, cfg.n_budgets, n, cfg.b_problem)) * eval_s
-        return n_subsets * tot
-
-    while True:
-        c = cfg.budget
-        while c >= cfg.min_budget:
-            if cost(c, grid) <= q1_left:
-                return result(c, grid, c < cfg.budget or grid != list(cfg.n_grid))
-            c //= 2
-        if len(grid) <= 3:
-            return result(cfg.min_budget, grid, True)
-        grid = grid[:-1]  # drop the largest n: it has the fewest steps at every budget
-
-
 def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str, log) -> list[dict]:
     """One GRPO run per (subset, n) up to the plan's C_max; returns the evaluation records."""
     c_max = plan["budget"]
@@ -391,134 +210,6 @@ def run_fb_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journ
             if r["kind"] == "run_fb_done" and r["B"] == big_b and r["m_max"] == m_max}
     return [r for r in journal.records if r["kind"] == "eval_fb" and r["B"] == big_b and r["m_max"] == m_max
             and done.get((r["subset"], r["n"])) == r["attempt"]]
-
-
-def fb_curves(evals: list[dict], subset: str) -> dict[int, dict[int, float]]:
-    """``curves[n][M]``: the fixed-batch run n's validation avg@1 after M steps."""
-    curves: dict[int, dict[int, float]] = {}
-    for r in evals:
-        if r["subset"] == subset:
-            curves.setdefault(int(r["n"]), {})[int(r["step"])] = float(r["value"])
-    return curves
-
-
-def fb_n_star(curves: dict[int, dict[int, float]], steps: list[int], big_b: int) -> list[dict]:
-    """n*(M) and B_problem*(M) = B / n*: the n_star rule over splits at each M."""
-    out = []
-    for p in n_star(curves, steps):
-        rec = {"M": p.pop("compute"), "n": p["n"], "B_problem": big_b // p["n"]}
-        rec.update((k, v) for k, v in p.items() if k != "n")
-        out.append(rec)
-    return out
-
-
-def n_star(curves: dict[int, dict[int, float]], budget_list: list[int]) -> list[dict]:
-    """n*(C) per budget: arg-max over n of the best-so-far value (ties: the smaller n).
-
-    ``curves[n][C]`` is run n's value at compute C."""
-    out = []
-    for c in budget_list:
-        cand = [(max(v for cc, v in curves[n].items() if cc <= c), -n) for n in curves if c in curves[n]]
-        if not cand:
-            continue
-        ranked = sorted(cand, reverse=True)  # highest value first, then the smaller n
-        (v, neg_n), rest = ranked[0], ranked[1:]
-        rec = {"compute": int(c), "n": -neg_n, "value": float(v)}
-        if rest:
-            rec.update(runner_up=-rest[0][1], runner_up_value=float(rest[0][0]))
-        out.append(rec)
-    return out
-
-
-def measured_curves(evals: list[dict], subset: str) -> dict[int, dict[int, float]]:
-    curves: dict[int, dict[int, float]] = {}
-    for r in evals:
-        if r["subset"] == subset and r["n"] > 0:
-            curves.setdefault(int(r["n"]), {})[int(r["compute"])] = float(r["value"])
-    return curves
-
-
-def surrogate_rates(counts: np.ndarray, m: int, how: str) -> np.ndarray:
-    return (counts + 0.5) / (m + 1.0) if how == "jeffreys" else counts / m
-
-
-def _surrogate_population(cfg: ValidateConfig, train_counts, val_counts):
-    from isosim.sim.population import population_from_pass_rates
-
-    m = cfg.measure_samples
-    return population_from_pass_rates(surrogate_rates(train_counts, m, cfg.pass_rate_estimate),
-                                      surrogate_rates(val_counts, m, cfg.pass_rate_estimate),
-                                      model=cfg.surrogate, seed=cfg.seed)
-
-
-def surrogate_curves(cfg: ValidateConfig, plan: dict, train_counts, val_counts, lr: float) -> dict[int, dict[int, float]]:
-    """The surrogate's validation avg@1 at the plan's budgets for every n, mean over seeds."""
-    pop = _surrogate_population(cfg, train_counts, val_counts)
-    return {n: _surrogate_run(cfg, pop, len(train_counts), len(val_counts), n, cfg.b_problem,
-                              eval_steps(plan["budget"], cfg.n_budgets, n, cfg.b_problem), lr)
-            for n in plan["n_grid"]}
-
-
-def surrogate_fb_curves(cfg: ValidateConfig, plan: dict, train_counts, val_counts, lr: float) -> dict[int, dict[int, float]]:
-    """The surrogate's validation avg@1 at the fixed-batch evaluation steps M for every split
-    (n, B_problem = B / n), keyed by n."""
-    pop = _surrogate_population(cfg, train_counts, val_counts)
-    fb = plan["fixed_batch"]
-    marks = {s: s for s in fb_marks(fb["m_max"], cfg.fb_n_budgets)}
-    return {n: _surrogate_run(cfg, pop, len(train_counts), len(val_counts), n, bp, marks, lr) for n, bp in fb["splits"]}
-
-
-def _surrogate_run(cfg: ValidateConfig, pop, n_train: int, n_val: int, n: int, b_problem: int, marks: dict,
-                   lr: float) -> dict[int, float]:
-    """{marks[M]: mean over seeds of the surrogate's validation avg@1 after M steps}."""
-    from isosim import AlgoConfig, Allocation, EvalConfig, SimConfig, simulate
-    from isosim.sim.advantages import from_trl
-
-    sim = SimConfig(
-        population=_population_cfg(n_train, n_val),
-        model=cfg.surrogate,
-        algo=AlgoConfig(advantage=from_trl(cfg.grpo.scale_rewards).name,  # batch std ~ a constant under Adam
-                        std_eps=cfg.grpo.std_eps, optimizer="adamw", lr=lr, lr_rule="constant", warmup=0,
-                        beta1=cfg.grpo.betas[0], beta2=cfg.grpo.betas[1]),
-        allocation=Allocation(n=n, b_problem=b_problem, steps=max(marks)),
-        eval=EvalConfig(ks=(1,), n_evals=1, at_steps=tuple(sorted(marks))),
-    )
-    acc: dict[int, list[float]] = {}
-    for seed in range(cfg.surrogate_seeds):
-        tr = simulate(sim, seed=seed, population=pop).curve("avg@1", "val")
-        for step, v in zip(tr["step"], tr["value"]):
-            if int(step) in marks:
-                acc.setdefault(marks[int(step)], []).append(float(v))
-    return {c: float(np.mean(v)) for c, v in acc.items()}
-
-
-def _population_cfg(train: int, val: int):
-    from isosim import PopulationConfig
-
-    return PopulationConfig(preset="easy", train_size=train, val_size=val, measure="exact")
-
-
-def calibrate(cfg: ValidateConfig, plan: dict, train_counts, val_counts, measured: dict, base_value: float) -> tuple[float, dict]:
-    """The surrogate learning rate whose avg@1 gain curve at the reference n (the grid's
-    middle) is closest (least squares over budgets) to the LM's measured gain curve."""
-    grid = plan["n_grid"]
-    n_ref = grid[len(grid) // 2]
-    sub = dict(plan, n_grid=[n_ref])
-    target = measured[n_ref]
-    base_sim = float(np.mean(surrogate_rates(val_counts, cfg.measure_samples, cfg.pass_rate_estimate)))
-    errs = {}
-    for lr in cfg.surrogate_lrs:
-        sim = surrogate_curves(cfg, sub, train_counts, val_counts, lr)[n_ref]
-        errs[lr] = float(np.mean([((sim[c] - base_sim) - (v - base_value)) ** 2 for c, v in target.items() if c in sim]))
-    lr = min(errs, key=errs.get)
-    return lr, {"n_ref": n_ref, "lr": lr, "rmse": math.sqrt(errs[lr]), "errors": errs}
-
-
-def agreement(measured: list[dict], predicted: list[dict], key: str = "compute") -> dict:
-    """Mean |log2 n*_measured - log2 n*_predicted| over the points (budgets C, or steps M with key="M")."""
-    pm = {p[key]: p["n"] for p in predicted}
-    diffs = [abs(math.log2(m["n"]) - math.log2(pm[m[key]])) for m in measured if m[key] in pm]
-    return {"mean_abs_log2_error": float(np.mean(diffs)) if diffs else float("nan"), "budgets": len(diffs)}
 
 
 # --- the whole validation ------------------------------------------------------------------

@@ -1,2 +1,7 @@
-"""Planning a run: the mean-field model of training, its predictions and agreement with the
-simulator, and the planner behind ``isosim plan``."""
+"""Planning a run.
+
+- :mod:`~isosim.plan.meanfield`: the mean-field model of training (expected GRPO dynamics).
+- :mod:`~isosim.plan.predict`: its curves over allocations, their n*(C) and its scaling law.
+- :mod:`~isosim.plan.agreement`: how well those curves and n*(C) match simulated sweeps.
+- :mod:`~isosim.plan.planner`: the planner behind ``isosim plan``.
+"""

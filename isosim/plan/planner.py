@@ -3,9 +3,10 @@
 
 Allocations are powers of two with ``n >= 2``, ``n * B_problem <= B_max``,
 ``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The search runs the mean
-field (:mod:`isosim.plan.meanfield`) in two stages, as the study prescribes (tune n first,
-keep B_problem moderate): every n at ``B_problem = min(32, ...)``, then for the three best
-n the neighbouring B_problem (a half, 2x, 4x). Each curve runs to C, so the same
+field (:mod:`isosim.plan.meanfield`, through :func:`isosim.plan.predict.predict`) in two
+stages, as the study prescribes (tune n first, keep B_problem moderate): every n at
+``B_problem = min(32, ...)``, then for the three best n the neighbouring B_problem (a half,
+2x, 4x). Each curve runs to C, so the same
 curves give n*(C') for every C' <= C. ``verify`` simulates the three best with a few
 seeds (:func:`isosim.sim.run.simulate`) and checks the ranking.
 """
@@ -19,7 +20,8 @@ import pandas as pd
 
 from ..sim.config import AlgoConfig, ModelConfig, SimConfig
 from ..errors import IsosimInputError
-from .meanfield import n_star, predict
+from ..analysis.n_star import best_key
+from .predict import n_star, predict
 from ..sim.metrics import parse_metric
 from ..sim.population import Population, population_from_pass_rates
 
@@ -236,8 +238,8 @@ def plan(values, budget: float, b_max: int, metric: str = "avg@4", model: ModelC
         ranked=tuple(ranked), n_star_curve=n_star(curves, metric, grid=_grid(curves, budget), hold=True),
         zero_signal_start=zero_signal_share(values, best.n),
         mechanism="sharpening" if gain["worst@4"] > gain["best@4"] else "coverage",
-        n_star_best4=max(same_bp, key=lambda c: (c.predicted["best@4"], -c.n)).n,
-        n_star_worst4=max(same_bp, key=lambda c: (c.predicted["worst@4"], -c.n)).n,
+        n_star_best4=best_key({c.n: c.predicted["best@4"] for c in same_bp}),
+        n_star_worst4=best_key({c.n: c.predicted["worst@4"] for c in same_bp}),
     )
     if verify:
         plan_ = _verify(plan_, base, pop, seeds, seed)

@@ -1,0 +1,159 @@
+"""The design of ``isosim lm validate``: its configuration (:class:`ValidateConfig`, the quick and
+full presets, the pass-rate bands of the two subsets) and its grids: the evaluation budgets
+C_max / 2^j, the steps at which each n is evaluated, the fixed-batch splits and marks, and the
+time plan that sizes both grids (:func:`plan_grid`). Running it is :mod:`isosim.lm.validate`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from isosim.sim.config import ModelConfig
+
+from .base import SFTConfig
+from .grpo import GRPOConfig
+from .model import GPTConfig
+from .task import TaskSpec, VOCAB_SIZE
+
+BANDS = {"easy": (0.3, 0.6), "hard": (0.0, 0.0625)}
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    name: str
+    task: TaskSpec
+    model: GPTConfig
+    sft: SFTConfig
+    grpo: GRPOConfig  # n and b_problem are set per run
+    teacher_seed: int = 0
+    teacher_mean_error: float = 0.25
+    teacher_concentration: float = 2.0
+    pool_size: int = 1500
+    measure_samples: int = 16
+    train_size: int = 256  # per subset, at most
+    val_size: int = 100
+    b_problem: int = 8
+    n_grid: tuple[int, ...] = (2, 4, 8, 16, 32)
+    budget: int = 8192  # planned C_max (rollouts)
+    min_budget: int = 2048  # the plan never goes below this C_max
+    n_budgets: int = 4  # evaluations at C_max / 2^j, j < n_budgets
+    eval_samples: int = 16
+    pass_rate_estimate: str = "jeffreys"  # what the surrogate is given: "jeffreys" (c+1/2)/(m+1) or "raw" c/m
+    surrogate: ModelConfig = field(default_factory=ModelConfig)  # the surrogate model (default: isosim's default)
+    surrogate_seeds: int = 4
+    surrogate_lrs: tuple[float, ...] = tuple(float(x) for x in np.round(np.logspace(-3, 0, 16), 6))
+    fb_steps: int = 256  # planned M_max of the fixed-batch grid (halved until it fits)
+    fb_min_steps: int = 16  # the plan never goes below this M_max
+    fb_n_budgets: int = 4  # fixed-batch evaluations at M_max / 2^j, j < fb_n_budgets
+    fb_share: float = 0.25  # share of the grid time given to the fixed-batch grid (at least)
+    time_budget_s: float = 150.0  # wall time of the whole validation
+    reserve_s: float = 25.0  # kept for the surrogate, the figures and the report
+    seed: int = 0
+
+    def config_id(self) -> str:
+        d = asdict(self)
+        d.pop("time_budget_s")
+        d.pop("reserve_s")
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def quick_config() -> ValidateConfig:
+    """2 CPU cores, under 3 minutes: a one-layer GPT, k <= 4, B_problem 8, C up to 16384 (8192 on a busy machine);
+    fixed batch B = 64, M up to 256 (128 on a busy machine)."""
+    task = TaskSpec(1, 4)
+    return ValidateConfig(
+        name="quick", task=task,
+        model=GPTConfig(vocab_size=VOCAB_SIZE, block_size=task.block_size, n_layer=1, n_head=4, n_embd=64),
+        sft=SFTConfig(steps=900, batch=128, lr=3e-3, time_limit_s=45),
+        grpo=GRPOConfig(lr=3e-4), budget=16384, min_budget=2048, n_budgets=5,
+        fb_steps=256, fb_min_steps=16, fb_n_budgets=4, time_budget_s=165.0,
+    )
+
+
+def full_config() -> ValidateConfig:
+    """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
+    fixed batch B = 512, M up to 512."""
+    task = TaskSpec(1, 6)
+    return ValidateConfig(
+        name="full", task=task,
+        model=GPTConfig(vocab_size=VOCAB_SIZE, block_size=task.block_size, n_layer=2, n_head=4, n_embd=128),
+        sft=SFTConfig(steps=3000, batch=512, lr=2e-3, time_limit_s=90),
+        grpo=GRPOConfig(lr=2e-4),
+        pool_size=8000, train_size=1024, val_size=256, b_problem=32, n_grid=(2, 4, 8, 16, 32, 64, 128),
+        budget=2**17, min_budget=2**13, n_budgets=8, fb_steps=512, fb_min_steps=32, fb_n_budgets=6,
+        time_budget_s=440.0, reserve_s=40.0,
+    )
+
+
+# --- grids and the time plan ----------------------------------------------------------------
+
+def budgets(c_max: int, n_budgets: int, min_rollouts: int = 1) -> list[int]:
+    """The evaluation budgets C_max / 2^j, j < n_budgets, that are at least ``min_rollouts``."""
+    return sorted({int(c_max // 2**j) for j in range(n_budgets) if c_max // 2**j >= min_rollouts})
+
+
+def eval_steps(c_max: int, n_budgets: int, n: int, b_problem: int) -> dict[int, int]:
+    """{step M: budget C} for the budgets with at least one step at this n."""
+    return {c // (n * b_problem): c for c in budgets(c_max, n_budgets) if c >= n * b_problem}
+
+
+def fb_splits(cfg: ValidateConfig, n_grid: list[int]) -> tuple[int, list[tuple[int, int]]]:
+    """The fixed-batch grid's total batch B = B_problem * (the middle n of the grid) and its
+    splits (n, B_problem = B / n) over the grid's n that divide B."""
+    big_b = cfg.b_problem * n_grid[len(n_grid) // 2]
+    return big_b, [(n, big_b // n) for n in n_grid if big_b % n == 0 and big_b // n >= 1]
+
+
+def fb_marks(m_max: int, fb_n_budgets: int) -> list[int]:
+    """The fixed-batch evaluation steps M_max / 2^j, j < fb_n_budgets (at least 1)."""
+    return sorted({int(m_max // 2**j) for j in range(fb_n_budgets) if m_max // 2**j >= 1})
+
+
+def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: float, n_subsets: int = 2) -> dict:
+    """The largest C_max = budget / 2^j (>= min_budget) whose Q1 grid fits its share of
+    ``seconds_left`` (1 - fb_share), step time modelled as a + b * n * B_problem from the probe;
+    then fewer n if it must. The fixed-batch grid gets the rest (at least ``fb_share``): the
+    largest M_max = fb_steps / 2^j (>= fb_min_steps) that fits it."""
+    (n0, t0), (n1, t1) = sorted(step_s.items())
+    slope = max(0.0, (t1 - t0) / max(1, (n1 - n0) * cfg.b_problem))
+    icpt = max(1e-4, t0 - slope * n0 * cfg.b_problem)
+    grid = list(cfg.n_grid)
+    q1_left = seconds_left * (1.0 - cfg.fb_share)
+
+    def fixed_batch(ns, left):
+        big_b, splits = fb_splits(cfg, ns)
+
+        def fb_cost(m):
+            return n_subsets * len(splits) * (m * (icpt + slope * big_b) + len(fb_marks(m, cfg.fb_n_budgets)) * eval_s)
+        m = cfg.fb_steps
+        while m > cfg.fb_min_steps and fb_cost(m) > left:
+            m //= 2
+        m = max(m, cfg.fb_min_steps)
+        return {"B": int(big_b), "splits": [[int(n), int(bp)] for n, bp in splits], "m_max": int(m),
+                "predicted_s": fb_cost(m), "shrunk": m < cfg.fb_steps}
+
+    def result(c, ns, shrunk):
+        q1 = cost(c, ns)
+        fb = fixed_batch(ns, max(seconds_left - q1, seconds_left * cfg.fb_share))
+        return {"budget": int(c), "n_grid": ns, "predicted_s": q1, "shrunk": shrunk, "fixed_batch": fb,
+                "predicted_total_s": q1 + fb["predicted_s"]}
+
+    def cost(c_max, ns):
+        tot = 0.0
+        for n in ns:
+            m = c_max // (n * cfg.b_problem)
+            tot += m * (icpt + slope * n * cfg.b_problem) + len(eval_steps(c_max, cfg.n_budgets, n, cfg.b_problem)) * eval_s
+        return n_subsets * tot
+
+    while True:
+        c = cfg.budget
+        while c >= cfg.min_budget:
+            if cost(c, grid) <= q1_left:
+                return result(c, grid, c < cfg.budget or grid != list(cfg.n_grid))
+            c //= 2
+        if len(grid) <= 3:
+            return result(cfg.min_budget, grid, True)
+        grid = grid[:-1]  # drop the largest n: it has the fewest steps at every budget
