@@ -94,3 +94,21 @@ def test_bench_json_reports_ratios(capsys):
     for key in ("numba_rollouts_per_s", "numpy_rollouts_per_s", "speedup", "step_cost_ratio_n2048_n8"):
         assert res[key] > 0
     assert res["trace_rows_m1000"] == res["trace_rows_m10000"]
+
+
+def test_sweep_list_shows_the_builtin_specs_then_the_finding_sweeps(capsys):
+    from isosim.experiments.findings import SCALES, sweep_specs
+
+    assert main(["sweep", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "q1-easy    Q1    20 runs  (q1-easy-testing: 3 runs)"
+    assert [line.split()[0] for line in lines[:5]] == ["q1-easy", "q1-hard", "q2-easy", "q3-easy", "q3-hard"]
+    assert lines[5].startswith("finding sweeps")
+    full, quick = sweep_specs("full"), sweep_specs("quick")
+    assert len(lines) == 6 + len(full)
+    assert lines[6].split()[:5] == [full["easy"].id, "Q1", "40", "runs", quick["easy"].id]
+    assert main(["sweep", "--list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0] == {"id": "q1-easy", "group": "built-in", "question": "Q1", "runs": 20, "testing_runs": 3}
+    assert {(r["scale"], r["name"]) for r in rows if r["group"] == "finding"} == {
+        (s, name) for s in SCALES for name in sweep_specs(s)}

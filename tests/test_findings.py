@@ -1,18 +1,22 @@
-"""One test per finding (issue 4 numbering) on the reduced sweeps that `reproduce --quick` runs.
+"""One test per finding (the study's twelve, in its order) on the reduced sweeps that `reproduce --quick` runs.
 
 Each test checks the finding's verdict as paper_figures/FINDINGS.md reports it for the quick
 scale, and the mechanism-level facts behind it that hold with a margin. The verdicts come
 from the stored sweeps through :mod:`isosim.experiments.findings`; nothing here is a stored number.
 """
+import dataclasses
 import json
 import math
+import pkgutil
 
 import numpy as np
 import pytest
 
+import isosim.experiments.findings as findings_pkg
 from isosim import IsosimInputError
 from isosim.cli import main
-from isosim.experiments.findings import FINDINGS, Results, check_findings, get_finding, sweep_specs
+from isosim.experiments.findings import FINDINGS, SCALES, Results, check_findings, get_finding, sweep_specs
+from isosim.experiments.registry import entries
 
 
 @pytest.fixture(scope="module")
@@ -164,9 +168,17 @@ def test_figures_cli_draws_every_figure_from_the_stored_sweeps(quick_reproductio
 def test_figures_cli_bad_input(tmp_path, capsys):
     assert main(["figures", "--quick", "--only", "99", "--root", str(tmp_path)]) == 2
     assert main(["figures", "--quick", "--only", "x", "--root", str(tmp_path)]) == 2
-    assert main(["figures", "--quick", "--scripts", str(tmp_path), "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 3 and all(line.startswith("isosim figures: error:") for line in err)
+    assert len(err) == 2 and all(line.startswith("isosim figures: error:") for line in err)
+    assert not list(tmp_path.iterdir())  # nothing run, nothing written
+
+
+def test_figures_default_out_is_under_the_output_folder(quick_reproduction, tmp_path, monkeypatch):
+    out, _ = quick_reproduction
+    monkeypatch.chdir(tmp_path)
+    assert main(["figures", "--quick", "--root", str(out / "findings"), "--only", "6"]) == 0
+    assert sorted(p.name for p in (tmp_path / "isosim-out" / "figures-quick").iterdir()) == [
+        "fig06_tabular.pdf", "fig06_tabular.png"]
 
 
 def test_results_without_running_need_stored_sweeps(tmp_path):
@@ -185,6 +197,36 @@ def test_finding_sweeps_are_plain_data_and_valid():
     with pytest.raises(IsosimInputError):
         get_finding(13)
     assert np.all(np.diff([f.id for f in FINDINGS]) == 1)
+
+
+def test_every_registered_finding_is_complete():
+    """Each finding module is registered, in the study's order, with its sweeps (in the sweep
+    registry at both scales), its check, its figure and its text."""
+    modules = {m.name for m in pkgutil.iter_modules(findings_pkg.__path__)} - {"_common", "style"}
+    assert set(findings_pkg._MODULES) == modules
+    assert [f.id for f in FINDINGS] == list(range(1, len(FINDINGS) + 1))
+    registry = entries()
+    for f in FINDINGS:
+        assert all(isinstance(t, str) and t.strip() for t in (f.title, f.study, f.mechanism, f.ablation)), f.id
+        assert callable(f.check) and callable(f.figure)
+        assert f.figure.__module__ == f.check.__module__ == f.sweeps_at.__module__
+        assert f.sweeps
+        for scale in SCALES:
+            own = f.sweeps_at(SCALES[scale])
+            assert tuple(own) == f.sweeps
+            for name, spec in own.items():
+                entry = registry[spec.id]
+                assert entry.spec == spec and entry.name == name and entry.scale == scale
+                assert f.id in entry.findings
+
+
+def test_a_sweep_name_defined_twice_differently_is_refused(monkeypatch):
+    first = FINDINGS[0]
+    clash = dataclasses.replace(FINDINGS[1], sweeps_at=lambda sc: {
+        name: dataclasses.replace(spec, seeds=(99,)) for name, spec in first.sweeps_at(sc).items()})
+    monkeypatch.setattr(findings_pkg, "FINDINGS", (first, clash))
+    with pytest.raises(ValueError, match="differs"):
+        sweep_specs("quick")
 
 
 def test_figures_only_draws_some_and_keeps_findings_json(quick_reproduction, tmp_path):

@@ -27,7 +27,7 @@ def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
     assert main(["reproduce", "--quick", "--out", str(out), "--n-boot", "0"]) == 0
     assert sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet")) == stored
     text = capsys.readouterr().out
-    assert "n*" in text and "study" in text
+    assert "n*" in text and "study" in text and "== the study's twelve findings" in text
     for f in res["findings"]:
         assert f"{f['id']:>3}  {'holds' if f['holds'] else 'DOES NOT HOLD'}" in text
     json.dumps(res)  # plain JSON all the way down

@@ -10,8 +10,11 @@ import pandas as pd
 import pytest
 
 from isosim import IsosimInputError
+from isosim.experiments import registry
+from isosim.experiments.findings import FINDINGS, SCALES, sweep_specs
+from isosim.experiments.registry import BUILTIN, entries
 from isosim.experiments.store import RunStore
-from isosim.experiments.sweep import SPECS, SweepSpec, evaluations, get_spec, run_sweep, sweep_status
+from isosim.experiments.sweep import SweepSpec, evaluations, get_spec, run_sweep, sweep_status
 
 KILL_SPEC = """
 id = "kill-test"
@@ -35,7 +38,7 @@ def _sorted(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(["run", "step", "split", "metric"]).reset_index(drop=True)
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
+@pytest.mark.parametrize("spec", BUILTIN, ids=lambda s: s.id)
 def test_every_builtin_spec_has_a_testing_subset_that_runs_end_to_end(spec, tmp_path):
     sub = spec.testing()
     assert sub.id == spec.id + "-testing" and sub.question == spec.question
@@ -49,6 +52,48 @@ def test_every_builtin_spec_has_a_testing_subset_that_runs_end_to_end(spec, tmp_
         assert set(sub.steps) <= set(ev["step"])
     if spec.question == "Q3":
         assert (ev["n"] * ev["B_problem"] <= sub.b_max).all() and ev["B_problem"].nunique() > 1
+
+
+def test_one_registry_of_sweeps_looked_up_by_id(tmp_path):
+    reg = entries()
+    # built-in specs and their testing subsets, as before
+    assert [e.spec for e in reg.values() if e.group == "built-in"] == list(BUILTIN)
+    assert [s.id for s in BUILTIN] == ["q1-easy", "q1-hard", "q2-easy", "q3-easy", "q3-hard"]
+    for spec in BUILTIN:
+        assert get_spec(spec.id) is spec and get_spec(spec.id + "-testing") == spec.testing()
+    # every finding sweep at both scales, under its store id, with the findings that read it
+    for scale in SCALES:
+        for name, spec in sweep_specs(scale).items():
+            e = reg[spec.id]
+            assert e.spec == spec and (e.group, e.name, e.scale) == ("finding", name, scale)
+            assert e.findings == tuple(f.id for f in FINDINGS if name in f.sweeps) != ()
+            assert get_spec(spec.id) == spec and get_spec(spec.id + "-testing") == spec.testing()
+    assert len(reg) == len(BUILTIN) + sum(len(sweep_specs(s)) for s in SCALES)
+    # a TOML file is looked up the same way
+    path = tmp_path / "kill.toml"
+    path.write_text(KILL_SPEC)
+    assert registry.get_spec(str(path)) == get_spec(str(path)) == SweepSpec.from_toml(KILL_SPEC)
+
+
+def test_registry_has_no_name_twice_with_different_specs(monkeypatch):
+    for scale in SCALES:  # each finding's sweeps, by name: one spec per name across findings
+        by_name = {}
+        for f in FINDINGS:
+            for name, spec in f.sweeps_at(SCALES[scale]).items():
+                assert by_name.setdefault(name, spec) == spec, (scale, name, f.id)
+        assert len({s.id for s in by_name.values()}) == len(by_name)  # one store folder per sweep
+    ids = [e.spec.id for e in entries().values()]
+    assert len(ids) == len(set(ids))
+    # the registry refuses an id registered twice with different specs
+    clash = SweepSpec("f-easy-quick", "Q1", seeds=(7,))
+    monkeypatch.setattr(registry, "BUILTIN", (*BUILTIN, clash))
+    registry.entries.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="registered twice"):
+            registry.entries()
+    finally:
+        monkeypatch.undo()
+        registry.entries.cache_clear()
 
 
 def test_spec_round_trip_and_errors(tmp_path):

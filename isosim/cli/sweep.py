@@ -12,27 +12,43 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="isosim sweep SPEC --out DIR [--backend local|dask|ray] [--address ADDR] "
                                    "[--workers K]  |  isosim sweep status DIR  |  isosim sweep --list")
     p.add_argument("target", nargs="*", metavar="SPEC | status DIR",
-                   help="a TOML spec file or a built-in spec id (q1-easy, q1-easy-testing, ...)")
+                   help="a TOML spec file or a registered sweep id (q1-easy, q1-easy-testing, f-easy-quick, ...)")
     p.add_argument("--out", metavar="DIR", help="result store directory (created, or resumed)")
     add_executor_options(p)
     p.add_argument("--root-seed", type=int, default=0, help="root seed from which each replicate's seed is derived")
-    p.add_argument("--list", action="store_true", help="list the built-in specs")
+    p.add_argument("--list", action="store_true",
+                   help="list the registered sweeps: the built-in specs, then the finding sweeps at both scales")
     p.add_argument("--json", action="store_true", help="print JSON (status, list)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.sweep import SPECS, get_spec, run_sweep, sweep_status
+    from ..experiments.registry import entries
+    from ..experiments.sweep import get_spec, run_sweep, sweep_status
 
     if args.list:
-        rows = [{"id": s.id, "question": s.question, "runs": len(list(s.runs(0))),
-                 "testing_runs": len(list(s.testing().runs(0)))} for s in SPECS]
+        rows = []
+        for e in entries().values():
+            s = e.spec
+            row = {"id": s.id, "group": e.group, "question": s.question, "runs": len(list(s.runs(0))),
+                   "testing_runs": len(list(s.testing().runs(0)))}
+            if e.group == "finding":
+                row.update({"name": e.name, "scale": e.scale, "findings": list(e.findings)})
+            rows.append(row)
         if args.json:
             print_json(rows)
-        else:
-            for r in rows:
+            return 0
+        for r in rows:
+            if r["group"] == "built-in":
                 print(f"{r['id']:<10} {r['question']}  {r['runs']:>4} runs  ({r['id']}-testing: {r['testing_runs']} runs)")
+        print("finding sweeps, full and quick scale (isosim reproduce / isosim figures store each in <root>/<id>):")
+        quick = {r["name"]: r for r in rows if r.get("scale") == "quick"}
+        for r in rows:
+            if r.get("scale") == "full":
+                q = quick[r["name"]]
+                print(f"{r['id']:<26} {r['question']}  {r['runs']:>4} runs  {q['id']:<27} {q['runs']:>4} runs  "
+                      f"finding{'s' if len(r['findings']) > 1 else ''} {', '.join(map(str, r['findings']))}")
         return 0
     if not args.target:
         raise IsosimInputError("give a spec (file or built-in id) or 'status DIR'")

@@ -119,7 +119,7 @@ def report(rep: Reproduction) -> str:
         else:
             lines.append(f"scaling law not fitted: {res.error}")
         lines.append("")
-    lines.append("== findings (issue 4 numbering; paper_figures/FINDINGS.md explains each) ==")
+    lines.append("== the study's twelve findings (paper_figures/FINDINGS.md explains each) ==")
     for f in rep.findings:
         lines.append(f"{f['id']:>3}  {'holds' if f['holds'] else 'DOES NOT HOLD':<14} {f['title']}")
     return "\n".join(lines)

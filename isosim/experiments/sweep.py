@@ -251,33 +251,9 @@ def evaluations(results: pd.DataFrame, split: str = "val") -> pd.DataFrame:
     return wide.rename(columns={"compute_rollouts": "compute"})
 
 
-# --- built-in specs (bsuite style: plain data with ids) ----------------------------------
-
-def _base(preset: str) -> SimConfig:
-    return SimConfig().replace(population={"preset": preset})
-
-
-SPECS: tuple[SweepSpec, ...] = (
-    SweepSpec("q1-easy", "Q1", _base("easy"), n=POWERS_OF_TWO, b_problem=(32,), budget=2.0**23, seeds=(0, 1)),
-    SweepSpec("q1-hard", "Q1", _base("hard"), n=POWERS_OF_TWO, b_problem=(32,), budget=2.0**23, seeds=(0, 1)),
-    SweepSpec("q2-easy", "Q2", _base("easy"), n=(2, 4, 8, 16, 32, 64, 128, 256), total_batch=4096,
-              steps=(16, 32, 64, 128, 256, 512, 1024), seeds=(0, 1)),
-    SweepSpec("q3-easy", "Q3", _base("easy"), n=(2, 8, 32, 128, 512), b_problem=(16, 32, 64, 128, 256),
-              budget=2.0**23, b_max=16384, seeds=(0,)),
-    SweepSpec("q3-hard", "Q3", _base("hard"), n=(2, 8, 32, 128, 512), b_problem=(16, 32, 64, 128, 256),
-              budget=2.0**23, b_max=16384, seeds=(0,)),
-)
-
-
 def get_spec(name: str) -> SweepSpec:
-    """A built-in spec by id (``q1-easy``; ``q1-easy-testing`` for its CI subset) or a TOML file."""
-    for spec in SPECS:
-        if name == spec.id:
-            return spec
-        if name == spec.id + "-testing":
-            return spec.testing()
-    path = Path(name)
-    if path.is_file():
-        return SweepSpec.from_toml(path.read_text())
-    ids = ", ".join(s.id for s in SPECS)
-    raise IsosimInputError(f"no sweep spec {name!r}: give a TOML file or one of {ids} (add -testing for a subset)")
+    """A registered sweep by id (``q1-easy``, ``f-easy-quick``; ``<id>-testing`` for its CI subset) or a
+    TOML file: :func:`isosim.experiments.registry.get_spec`, where every named sweep is registered."""
+    from .registry import get_spec as lookup
+
+    return lookup(name)

@@ -1,17 +1,15 @@
-"""Shared style and plumbing of the paper figures: one seaborn look, PNG + PDF, and a
-``main`` that lets every figure script run on its own from stored sweep results."""
+"""The shared style of the finding figures: one seaborn look (whitegrid, paper context, viridis
+for n, colorblind colours otherwise), PNG + PDF, and the plot helpers several figures use."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import seaborn as sns
 
-from isosim.experiments.findings import Results
-from isosim.analysis.plotting import PALETTE, new_figure, save_figure, set_style
+from ...analysis.plotting import PALETTE, new_figure, save_figure, set_style
 
-__all__ = ["PALETTE", "COLORS", "figure", "save", "n_colors", "main", "log2_axis", "mean_curve", "curves_by_n", "curves_by_step",
+__all__ = ["PALETTE", "COLORS", "figure", "save", "n_colors", "log2_axis", "mean_curve", "curves_by_n", "curves_by_step",
            "n_star_steps"]
 
 #: distinct colours for a few named series (n is always coloured with the viridis PALETTE)
@@ -37,18 +35,6 @@ def log2_axis(ax, values) -> None:
     ticks = sorted(set(int(v) for v in values))
     ax.set_yticks(ticks, [str(t) for t in ticks])
     ax.minorticks_off()
-
-
-def main(make) -> None:
-    """``python fig_xx.py [--root DIR] [--quick] [--out DIR]``: draw one figure from stored sweeps."""
-    p = argparse.ArgumentParser(description=make.__doc__)
-    p.add_argument("--root", default="isosim-out/findings", help="stored finding sweeps (isosim figures)")
-    p.add_argument("--quick", action="store_true", help="read the quick-scale sweeps")
-    p.add_argument("--out", default=str(Path(__file__).parent / "figures"))
-    a = p.parse_args()
-    scale = "quick" if a.quick else "full"
-    for path in make(Results(Path(a.root), scale, run=False), Path(a.out)):
-        print(path)
 
 
 def mean_curve(ev, metric, by=("n",)):

@@ -1,0 +1,234 @@
+"""What the findings share: the scales, the :class:`Finding` record, the sweeps several findings
+read, :class:`Results` (stored sweep results by name) and small analysis helpers."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ...errors import IsosimInputError
+from ...sim.config import SimConfig
+from ..sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
+
+METRIC = "avg@4"
+
+
+# --- scales and the finding record ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scale:
+    """How big the finding sweeps are: ``full`` (the report) or ``quick`` (CI, ``--quick``)."""
+
+    name: str
+    n: tuple[int, ...]
+    budget: float
+    seeds: tuple[int, ...]
+    q2_n: tuple[int, ...]
+    q2_steps: tuple[int, ...]
+    b_problems: tuple[int, ...]
+    baseline_b_problem: int
+
+
+SCALES = {
+    "full": Scale("full", POWERS_OF_TWO, 2.0**23, (0, 1, 2, 3), (2, 4, 8, 16, 32, 64, 128, 256),
+                  (16, 32, 64, 128, 256, 512, 1024), (16, 32, 64, 128, 256), 128),
+    "quick": Scale("quick", (2, 8, 32, 128, 512, 2048), 2.0**22, (0, 1), (2, 8, 32, 128),
+                   (16, 64, 256, 1024), (16, 32, 64, 128), 32),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding: its text, the sweeps it reads (by name, at a :class:`Scale`), its check
+    (``Results -> (holds, evidence)``) and its figure (``make(results, out) -> [paths]``)."""
+
+    id: int
+    title: str
+    study: str
+    mechanism: str
+    ablation: str
+    sweeps_at: Callable[[Scale], dict[str, SweepSpec]]
+    check: Callable[["Results"], tuple[bool, dict]]
+    figure: Callable[["Results", Path], list[Path]]
+
+    @property
+    def sweeps(self) -> tuple[str, ...]:
+        """The names of the sweeps this finding reads (the same at every scale)."""
+        return tuple(self.sweeps_at(SCALES["quick"]))
+
+
+# --- sweeps (plain data) -----------------------------------------------------------------------
+
+def base(preset: str = "easy", **sections: dict) -> SimConfig:
+    cfg = SimConfig().replace(population={"preset": preset})
+    return cfg.replace(**sections) if sections else cfg
+
+
+def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None, seeds=None) -> SweepSpec:
+    """A Q1 sweep of the finding set, id ``f-<sid>-<scale>`` (the folder it is stored in)."""
+    return SweepSpec(f"f-{sid}-{sc.name}", "Q1", cfg, n=tuple(n or sc.n), b_problem=tuple(b_problem),
+                     budget=float(budget or sc.budget), seeds=tuple(seeds or sc.seeds))
+
+
+# the sweeps several findings read, defined once here
+def easy(sc: Scale) -> SweepSpec:
+    """Q1 on easy, B_problem = 32 (findings 1, 2, 3, 5, 8; ``isosim reproduce``)."""
+    return q1("easy", base("easy"), sc)
+
+
+def hard(sc: Scale) -> SweepSpec:
+    """Q1 on hard, B_problem = 32 (findings 2, 3; ``isosim reproduce``)."""
+    return q1("hard", base("hard"), sc)
+
+
+def dose(sc: Scale, shared: float) -> SweepSpec:
+    """Q1 on easy with the shared path scaled by ``shared`` beside per-problem offsets (local = 1)."""
+    return q1(f"dose-{shared:g}", base("easy", model={"shared": shared, "local": 1.0}), sc)
+
+
+# --- reading results ---------------------------------------------------------------------------
+
+class Results:
+    """Sweep results by name, run (resumably) into ``root/<spec id>`` on first use.
+
+    ``run=False`` only reads stored sweeps; ``replicates`` keeps only those seeds' runs."""
+
+    def __init__(self, root: str | Path, scale: str = "full", run: bool = True, progress: bool = False,
+                 workers: int | None = None, backend: str = "local", address: str | None = None,
+                 replicates: tuple[int, ...] | None = None):
+        from . import sweep_specs
+
+        self.root, self.run = Path(root), run
+        self.replicates = replicates  # read only these replicates (seed-stability checks)
+        self.specs = sweep_specs(scale)
+        self.kw = dict(progress=progress, workers=workers, backend=backend, address=address)
+        self._cache: dict[tuple[str, str], pd.DataFrame] = {}
+        self._laws: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def ensure(self, names=None) -> None:
+        for name in names or self.specs:
+            self.raw(name)
+
+    def raw(self, name: str) -> pd.DataFrame:
+        if (name, "") not in self._cache:
+            spec = self.specs[name]
+            folder = self.root / spec.id
+            if self.run:
+                store = run_sweep(spec, folder, **self.kw)
+            else:
+                from ..store import RunStore
+
+                if not folder.is_dir():
+                    raise IsosimInputError(f"no stored sweep {spec.id} under {self.root}: run `isosim figures` first")
+                store = RunStore.load(folder)
+            table = store.read()
+            if self.replicates is not None:
+                table = table[table["replicate"].isin(self.replicates)].reset_index(drop=True)
+            self._cache[(name, "")] = table
+        return self._cache[(name, "")]
+
+    def evals(self, name: str, split: str = "val") -> pd.DataFrame:
+        if (name, split) not in self._cache:
+            self._cache[(name, split)] = evaluations(self.raw(name), split=split)
+        return self._cache[(name, split)]
+
+    def law(self, name: str, split: str = "val") -> dict[str, Any]:
+        """:func:`n_star_law` of a sweep's split, fitted once and shared by checks and figures."""
+        if (name, split) not in self._laws:
+            self._laws[(name, split)] = n_star_law(self.evals(name, split))
+        return self._laws[(name, split)]
+
+
+# --- small analysis helpers ----------------------------------------------------------------
+
+def last_evaluations(ev: pd.DataFrame, compute: float = math.inf) -> pd.DataFrame:
+    """Each run's last evaluation at or below ``compute`` rollouts (default: its last)."""
+    d = ev[ev["compute"] <= compute]
+    return d[d["compute"] == d.groupby("run")["compute"].transform("max")]
+
+
+def final_by(ev: pd.DataFrame, metric: str = METRIC, by=("n",)) -> pd.Series:
+    """Mean (over replicates) of ``metric`` at each run's last evaluation, per ``by``."""
+    return last_evaluations(ev).groupby(list(by))[metric].mean()
+
+
+def _final_se(ev: pd.DataFrame, metric: str = METRIC) -> float:
+    """Typical standard error of a per-n final mean: pooled replicate sd / sqrt(replicates)."""
+    g = last_evaluations(ev).groupby("n")[metric]
+    if g.count().min() < 2:
+        return float("nan")
+    return float(np.sqrt(g.var().mean() / g.count().mean()))
+
+
+def _argmax(s: pd.Series) -> int:
+    """The n with the largest value (:func:`isosim.analysis.n_star.best_key`: ties to the smaller n)."""
+    from ...analysis.n_star import best_key
+
+    return int(best_key(s.to_dict()))
+
+
+def n_star_table(ev: pd.DataFrame, metric: str = METRIC) -> pd.DataFrame:
+    """n*(C) from the envelope of per-n reward curves, without a scaling law: the fitted arg-max
+    of :mod:`isosim.analysis.n_star` (:func:`isosim.analysis.frontier.compute_optimal` on the
+    evaluations with compute > 0)."""
+    from ...analysis.frontier import compute_optimal
+
+    d = ev.assign(value=ev[metric])[["run", "n", "B_problem", "compute", "value"]]
+    return compute_optimal(d[d["compute"] > 0], group=("n",))
+
+
+def fit_n_star(ev: pd.DataFrame, metric: str = METRIC, n_boot: int = 0, seed: int = 0):
+    """``(analysis, n_star, error)``: :func:`isosim.analysis.fit.analyse_runs`, or, when no law can be
+    fitted, ``(None, n_star_table(ev), reason)``."""
+    from ...analysis.fit import analyse_runs
+
+    try:
+        an = analyse_runs(ev, metric=metric, n_boot=n_boot, seed=seed)
+    except IsosimInputError as exc:
+        return None, n_star_table(ev, metric), str(exc)
+    return an, an.n_star, None
+
+
+def n_star_law(ev: pd.DataFrame, metric: str = METRIC) -> dict[str, Any]:
+    """n*(C) and its sigmoid fit, or the reason there is none."""
+    an, ns, error = fit_n_star(ev, metric)
+    if an is None:
+        return {"fitted": False, "fit": None, "error": error, "n_star_top": int(ns["n"].iloc[-1]),
+                "n_star_min": int(ns["n"].min()), "n_star_max": int(ns["n"].max()), "n_star": ns}
+    law = an.law
+    return {"fitted": True, "fit": law, "L": law.L, "k": law.k, "log10_C0": law.log10_C0, "b": law.b, "r2": law.r2,
+            "saturation_log2": law.saturation, "n_star_top": int(ns["n"].iloc[-1]),
+            "n_star_min": int(ns["n"].min()), "n_star_max": int(ns["n"].max()), "n_star": ns}
+
+
+def rise(law: dict, ns_tested) -> dict:
+    """Does a fitted n*(C) law rise (k > 0, L >= 2, R^2 >= 0.7), and saturate below the largest n?"""
+    ok = law["fitted"] and law["k"] > 0 and law["L"] >= 2 and law["r2"] >= 0.7
+    return {"rises": bool(ok), "saturates_below_max_n": bool(law["n_star_max"] < max(ns_tested))}
+
+
+def _public(d: dict) -> dict:
+    """Evidence as JSON-ready numbers (tables dropped, floats rounded)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, pd.DataFrame) or k == "fit":
+            continue
+        if isinstance(v, dict):
+            out[k] = _public(v)
+        elif isinstance(v, (float, np.floating)):
+            out[k] = None if not math.isfinite(v) else round(float(v), 4)
+        elif isinstance(v, (np.integer,)):
+            out[k] = int(v)
+        elif isinstance(v, (np.bool_,)):
+            out[k] = bool(v)
+        else:
+            out[k] = v
+    return out
+
+
+def _series(s: pd.Series) -> dict:
+    return {str(k if not isinstance(k, tuple) else "/".join(map(str, k))): round(float(v), 4) for k, v in s.items()}
