@@ -6,11 +6,11 @@ import sys
 import time
 from pathlib import Path
 
-from isosim.experiments.findings import sweep_specs
-from isosim.plan.agreement import agreement
-from isosim.plan.predict import fit_n_star_law, n_star, predict
 from isosim.experiments.store import RunStore
 from isosim.experiments.sweep import SweepSpec, evaluations
+from isosim.plan.agreement import agreement
+from isosim.plan.predict import fit_n_star_law, n_star, predict
+from isosim.study.findings import sweep_specs
 
 
 def main(root: Path) -> None:

@@ -14,10 +14,10 @@ import argparse
 import json
 from pathlib import Path
 
-from isosim.sim.config import SimConfig
-from isosim.experiments.findings import n_star_law
-from isosim.experiments.reproduce import STUDY_Q1
 from isosim.experiments.sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
+from isosim.sim.config import SimConfig
+from isosim.study.findings import n_star_law
+from isosim.study.reproduce import STUDY_Q1
 
 #: (name, changes to SimConfig sections); skill_link 0 is the model before calibration
 CANDIDATES = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from isosim.experiments.findings import FINDINGS, Results, check_findings
+from isosim.study.findings import FINDINGS, Results, check_findings
 
 COLUMNS = (("seeds 0-1", "full", (0, 1)), ("seeds 2-3", "full", (2, 3)), ("seeds 0-3", "full", None),
            ("quick (CI)", "quick", None))

@@ -97,7 +97,7 @@ def test_bench_json_reports_ratios(capsys):
 
 
 def test_sweep_list_shows_the_builtin_specs_then_the_finding_sweeps(capsys):
-    from isosim.experiments.findings import SCALES, sweep_specs
+    from isosim.study.findings import SCALES, sweep_specs
 
     assert main(["sweep", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()

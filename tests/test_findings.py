@@ -2,7 +2,7 @@
 
 Each test checks the finding's verdict as paper_figures/FINDINGS.md reports it for the quick
 scale, and the mechanism-level facts behind it that hold with a margin. The verdicts come
-from the stored sweeps through :mod:`isosim.experiments.findings`; nothing here is a stored number.
+from the stored sweeps through :mod:`isosim.study.findings`; nothing here is a stored number.
 """
 import dataclasses
 import json
@@ -12,11 +12,18 @@ import pkgutil
 import numpy as np
 import pytest
 
-import isosim.experiments.findings as findings_pkg
+import isosim.study.findings as findings_pkg
 from isosim import IsosimInputError
 from isosim.cli import main
-from isosim.experiments.findings import FINDINGS, SCALES, Results, check_findings, get_finding, sweep_specs
-from isosim.experiments.registry import entries
+from isosim.study.findings import (
+    FINDINGS,
+    SCALES,
+    Results,
+    check_findings,
+    get_finding,
+    sweep_specs,
+)
+from isosim.study.registry import entries
 
 
 @pytest.fixture(scope="module")

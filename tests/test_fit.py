@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isosim.errors import IsosimInputError
 from isosim.analysis.fit import (
     ScalingLawFit,
     analyse_runs,
@@ -23,6 +22,7 @@ from isosim.analysis.fit import (
     fit_scaling_law,
 )
 from isosim.analysis.runs import load_runs, validate_runs
+from isosim.errors import IsosimInputError
 
 EASY = dict(L=6.09, k=4.75, log10_C0=5.84, b=2.73)
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -320,7 +320,8 @@ def test_scaling_law_fit_is_frozen():
 
 
 def test_load_runs_reads_a_sweep_directory(tmp_path):
-    from isosim.experiments.sweep import get_spec, run_sweep
+    from isosim.experiments.sweep import run_sweep
+    from isosim.study.registry import get_spec
 
     store = run_sweep(get_spec("q1-hard-testing"), tmp_path / "sw", workers=1, progress=False)
     runs = load_runs(store.root, "best@4")

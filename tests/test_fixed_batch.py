@@ -4,7 +4,8 @@ import pytest
 
 from isosim import IsosimInputError
 from isosim.analysis.fixed_batch import analyse_fixed_batch, best_split
-from isosim.experiments.sweep import evaluations, get_spec, run_sweep
+from isosim.experiments.sweep import evaluations, run_sweep
+from isosim.study.registry import get_spec
 
 
 def _synthetic(B=1024, steps=(10, 20, 40, 80, 160, 320, 640)):

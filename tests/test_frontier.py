@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isosim.errors import IsosimInputError
 from isosim.analysis.frontier import (
     compute_optimal,
     final_values,
@@ -22,6 +21,7 @@ from isosim.analysis.frontier import (
     record_breaking,
     sensitivity,
 )
+from isosim.errors import IsosimInputError
 
 runs_tables = st.lists(
     st.tuples(

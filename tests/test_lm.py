@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 import torch  # noqa: E402  (the test extra installs it: a missing torch must fail, not skip)
 
 from isosim.lm import (  # noqa: E402
@@ -31,10 +30,10 @@ from isosim.lm import (  # noqa: E402
     score,
     steps_for,
 )
-from isosim.lm.grpo import response_mask, token_logps  # noqa: E402
-from isosim.lm.task import EOS, PAD, VOCAB_SIZE, Problems  # noqa: E402
 from isosim.lm.compare import n_star  # noqa: E402
+from isosim.lm.grpo import response_mask, token_logps  # noqa: E402
 from isosim.lm.protocol import BANDS, plan_grid, quick_config  # noqa: E402
+from isosim.lm.task import EOS, PAD, VOCAB_SIZE, Problems  # noqa: E402
 
 torch.set_num_threads(1)
 

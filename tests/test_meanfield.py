@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 
 from isosim import SimConfig, build_population, simulate
-from isosim.sim import kernels
 from isosim.errors import IsosimInputError
 from isosim.plan.agreement import Agreement, agreement
 from isosim.plan.meanfield import advantages, group_moments, mean_field, signal_h
 from isosim.plan.predict import curve_at, fit_n_star_law, n_star, predict
+from isosim.sim import kernels
 from isosim.sim.run import TRACE_COLUMNS
 
 ADV = {"grpo": kernels.ADV_GRPO, "drgrpo": kernels.ADV_DRGRPO, "rloo": kernels.ADV_RLOO}

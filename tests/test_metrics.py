@@ -5,8 +5,14 @@ from hypothesis import strategies as st
 from scipy.special import comb
 
 from isosim.errors import IsosimInputError
-from isosim.sim.metrics import (estimated_metric, exact_metric, parse_metric, pass_at_k_unbiased, population_metric,
-                            worst_at_k_unbiased)
+from isosim.sim.metrics import (
+    estimated_metric,
+    exact_metric,
+    parse_metric,
+    pass_at_k_unbiased,
+    population_metric,
+    worst_at_k_unbiased,
+)
 
 
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=30), st.integers(1, 64))

@@ -2,7 +2,7 @@
 import json
 
 from isosim.cli import main
-from isosim.experiments.reproduce import STUDY_Q1, reproduce_specs
+from isosim.study.reproduce import STUDY_Q1, reproduce_specs
 
 
 def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):

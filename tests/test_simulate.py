@@ -1,11 +1,18 @@
 """Invariants of a run, theory checks, and the null result of the tabular model."""
 import numpy as np
 import pytest
-
-from isosim import AlgoConfig, Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig, simulate
-from isosim.sim.population import population_from_pass_rates
-
 from _stats import se_of_mean
+
+from isosim import (
+    AlgoConfig,
+    Allocation,
+    EvalConfig,
+    ModelConfig,
+    PopulationConfig,
+    SimConfig,
+    simulate,
+)
+from isosim.sim.population import population_from_pass_rates
 
 
 def test_trace_invariants(small_cfg):

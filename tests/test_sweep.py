@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from isosim import IsosimInputError
-from isosim.experiments import registry
-from isosim.experiments.findings import FINDINGS, SCALES, sweep_specs
-from isosim.experiments.registry import BUILTIN, entries
 from isosim.experiments.store import RunStore
-from isosim.experiments.sweep import SweepSpec, evaluations, get_spec, run_sweep, sweep_status
+from isosim.experiments.sweep import SweepSpec, evaluations, run_sweep, sweep_status
+from isosim.study import registry
+from isosim.study.findings import FINDINGS, SCALES, sweep_specs
+from isosim.study.registry import BUILTIN, entries, get_spec
 
 KILL_SPEC = """
 id = "kill-test"

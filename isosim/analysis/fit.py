@@ -18,9 +18,16 @@ from typing import Callable, ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ._logistic import fit_logistic, logistic
 from ..errors import IsosimInputError
-from .frontier import ScaleRLFit, fit_groups, frontier, group_ranges, log_grid, record_breaking
+from ._logistic import fit_logistic, logistic
+from .frontier import (
+    ScaleRLFit,
+    fit_groups,
+    frontier,
+    group_ranges,
+    log_grid,
+    record_breaking,
+)
 from .n_star import n_star_envelope
 from .runs import require_two_n, validate_runs
 

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from ..errors import IsosimInputError
 from ._logistic import fit_logistic
 from .n_star import n_star_envelope
-from ..errors import IsosimInputError
 
 ID_COLUMNS = ("n", "B_problem", "run")
 LN10 = math.log(10.0)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import IsosimInputError
 from ..sim import advantages
-from ..sim.config import SimConfig, _SECTION_TYPES
+from ..sim.config import _SECTION_TYPES, SimConfig
 from ..sim.models import MODELS
 
 _RENAMES = {("model", "kind"): "model", ("population", "seed"): "data-seed"}

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.lm:
         return _run_lm(args)
-    from ..sim.bench import run_benchmarks
+    from ..experiments.bench import run_benchmarks
 
     res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep)
     if args.json:

@@ -14,7 +14,7 @@ DEFAULT_OUT = {"full": "isosim-out/figures", "quick": "isosim-out/figures-quick"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("figures", help="draw the twelve finding figures (running missing finding sweeps)",
                        description="Run the finding sweeps that are not stored yet (resumable), then draw every "
-                                   "finding's figure (isosim.experiments.findings) and write findings.json (the "
+                                   "finding's figure (isosim.study.findings) and write findings.json (the "
                                    "verdicts and their evidence) beside the figures; --only draws some figures and "
                                    "leaves findings.json.")
     p.add_argument("--quick", action="store_true", help="the reduced sweeps that CI runs")
@@ -37,7 +37,7 @@ def _only(text: str | None) -> set[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.findings import FINDINGS, Results, check_findings
+    from ..study.findings import FINDINGS, Results, check_findings
 
     only = _only(args.only)
     chosen = [f for f in FINDINGS if only is None or f.id in only]

@@ -5,9 +5,9 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import IsosimInputError
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the analysis stack (scipy, pandas) loads only when the command runs
     from ..analysis.fit import RunsAnalysis, ScalingLawFit
@@ -59,7 +59,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot(result: RunsAnalysis, path: Path) -> None:
-    from ..analysis.plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
+    from ..analysis.plotting import (
+        new_figure,
+        plot_frontier,
+        plot_n_star,
+        save_figure,
+        set_style,
+    )
 
     set_style()
     fig, (left, right) = new_figure(ncols=2)

@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
+from ..errors import IsosimInputError
 from ..sim.config import ModelConfig
 from ..sim.models import MODELS
-from ..errors import IsosimInputError
 
 DESCRIPTION = """\
 Recommend the rollout allocation (n rollouts per problem, B_problem problems per batch, M steps,

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.reproduce import report, run_reproduce
+    from ..study.reproduce import report, run_reproduce
 
     results = run_reproduce(args.out, quick=args.quick, workers=args.workers, backend=args.backend,
                             address=args.address, progress=not args.json, n_boot=args.n_boot)

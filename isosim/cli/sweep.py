@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.registry import entries
-    from ..experiments.sweep import get_spec, run_sweep, sweep_status
+    from ..experiments.sweep import run_sweep, sweep_status
+    from ..study.registry import entries, get_spec
 
     if args.list:
         rows = []

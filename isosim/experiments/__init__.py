@@ -1,2 +1,2 @@
-"""Experiments as data: sweep specs and their registry, executors (local, Dask, Ray), the
-resumable result store, the study's findings and ``isosim reproduce``."""
+"""Experiments as data: sweep specs, executors (local, Dask, Ray), the resumable result store,
+and the benchmarks of the kernel and the sweeps."""

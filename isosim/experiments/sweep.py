@@ -22,8 +22,8 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
-from ..sim.config import SimConfig, parse_text
 from ..errors import IsosimInputError
+from ..sim.config import SimConfig, parse_text
 from .store import RunStore
 
 QUESTIONS = ("Q1", "Q2", "Q3")
@@ -249,11 +249,3 @@ def evaluations(results: pd.DataFrame, split: str = "val") -> pd.DataFrame:
                          columns="metric", values="value").reset_index()
     wide.columns.name = None
     return wide.rename(columns={"compute_rollouts": "compute"})
-
-
-def get_spec(name: str) -> SweepSpec:
-    """A registered sweep by id (``q1-easy``, ``f-easy-quick``; ``<id>-testing`` for its CI subset) or a
-    TOML file: :func:`isosim.experiments.registry.get_spec`, where every named sweep is registered."""
-    from .registry import get_spec as lookup
-
-    return lookup(name)

@@ -6,11 +6,30 @@ in isosim imports it.
 """
 from .base import SFTConfig, skill_errors, train_base
 from .bench import lm_benchmark
-from .grpo import (LOSS_AGG, SCALE_REWARDS, GRPOConfig, GRPOTrainer, aggregate, group_advantages, pass_rates,
-                   policy_loss, rollouts_for, steps_for)
+from .grpo import (
+                   LOSS_AGG,
+                   SCALE_REWARDS,
+                   GRPOConfig,
+                   GRPOTrainer,
+                   aggregate,
+                   group_advantages,
+                   pass_rates,
+                   policy_loss,
+                   rollouts_for,
+                   steps_for,
+)
 from .model import GPT, GPTConfig, KVCache
-from .task import Problems, TaskSpec, Teacher, Tokenizer, difficulty_pool, mixed_pool, sample_problems, score
 from .protocol import ValidateConfig, full_config, quick_config
+from .task import (
+                   Problems,
+                   TaskSpec,
+                   Teacher,
+                   Tokenizer,
+                   difficulty_pool,
+                   mixed_pool,
+                   sample_problems,
+                   score,
+)
 from .validate import Validation, run_validate
 
 __all__ = [

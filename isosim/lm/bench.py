@@ -7,10 +7,10 @@ import time
 import numpy as np
 import torch
 
-from .base import teacher_batch, sequence_loss
+from .base import sequence_loss, teacher_batch
 from .grpo import GRPOConfig, GRPOTrainer, make_generator
 from .model import GPT, GPTConfig
-from .task import PAD, TaskSpec, Teacher, Tokenizer, VOCAB_SIZE, sample_problems
+from .task import PAD, VOCAB_SIZE, TaskSpec, Teacher, Tokenizer, sample_problems
 
 
 def _sync(device: str) -> None:

@@ -16,7 +16,7 @@ from isosim.sim.config import ModelConfig
 from .base import SFTConfig
 from .grpo import GRPOConfig
 from .model import GPTConfig
-from .task import TaskSpec, VOCAB_SIZE
+from .task import VOCAB_SIZE, TaskSpec
 
 BANDS = {"easy": (0.3, 0.6), "hard": (0.0, 0.0625)}
 

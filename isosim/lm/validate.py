@@ -46,15 +46,31 @@ import numpy as np
 import torch
 
 from .base import skill_errors, train_base
-from .compare import (agreement, calibrate, fb_curves, fb_n_star, measured_curves, n_star, surrogate_curves,
-                      surrogate_fb_curves, surrogate_rates)
+from .compare import (
+    agreement,
+    calibrate,
+    fb_curves,
+    fb_n_star,
+    measured_curves,
+    n_star,
+    surrogate_curves,
+    surrogate_fb_curves,
+    surrogate_rates,
+)
 from .grpo import GRPOTrainer, pass_rates
 from .journal import Journal
 from .model import GPT
-from .protocol import (BANDS, ValidateConfig, budgets, eval_steps, fb_marks, full_config, plan_grid,
-                       quick_config)
+from .protocol import (
+    BANDS,
+    ValidateConfig,
+    budgets,
+    eval_steps,
+    fb_marks,
+    full_config,
+    plan_grid,
+    quick_config,
+)
 from .task import Problems, Teacher, mixed_pool
-
 
 # --- steps of the protocol -----------------------------------------------------------------
 

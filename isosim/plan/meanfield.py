@@ -45,9 +45,9 @@ import pandas as pd
 from numba import njit
 from scipy.special import expit, gammaln
 
+from ..errors import IsosimInputError
 from ..sim.advantages import group_table
 from ..sim.config import SimConfig
-from ..errors import IsosimInputError
 from ..sim.models import learn_mask, model_module
 from ..sim.population import Population, build_population
 

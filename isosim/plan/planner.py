@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..sim.config import AlgoConfig, ModelConfig, SimConfig
-from ..errors import IsosimInputError
 from ..analysis.n_star import best_key
-from .predict import n_star, predict
+from ..errors import IsosimInputError
+from ..sim.config import AlgoConfig, ModelConfig, SimConfig
 from ..sim.metrics import parse_metric
 from ..sim.population import Population, population_from_pass_rates
+from .predict import n_star, predict
 
 #: root-mean-square difference between mean-field and simulated validation curves on the
 #: easy and hard presets (docs/planner.md), rounded up: the planner's known error

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import BANDS, ModelConfig, PopulationConfig
 from ..errors import IsosimInputError
+from .config import BANDS, ModelConfig, PopulationConfig
 from .models import Problems, model_module
 
 #: at most this many generator draws are spent looking for one band

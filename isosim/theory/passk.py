@@ -24,8 +24,8 @@ import numpy as np
 import scipy.special as sps
 import sympy as sp
 
-from ..sim import metrics
 from ..errors import IsosimInputError
+from ..sim import metrics
 from ._core import ClosedForm, a, as_count, as_prob, b, c, k, m, p, register
 
 # --------------------------------------------------------------------------- exact metrics

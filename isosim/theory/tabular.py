@@ -45,7 +45,7 @@ import sympy as sp
 from scipy.optimize import brentq
 
 from ..errors import IsosimInputError
-from ._core import ClosedForm, C, as_count, as_prob, eta, gamma_lr, n, p, register, t, z
+from ._core import C, ClosedForm, as_count, as_prob, eta, gamma_lr, n, p, register, t, z
 
 
 def _check(n_, eta_):

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-
 @dataclass(frozen=True)
 class Problems:
     """Arrays describing a set of problems for the kernel (one row per problem)."""

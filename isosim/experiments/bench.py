@@ -8,10 +8,10 @@ import time
 
 import numpy as np
 
-from . import kernels, twin
-from .config import Allocation, EvalConfig, SimConfig
-from .population import build_population
-from .run import initial_state, kernel_params, simulate, train_data
+from ..sim import kernels, twin
+from ..sim.config import Allocation, EvalConfig, SimConfig
+from ..sim.population import build_population
+from ..sim.run import initial_state, kernel_params, simulate, train_data
 
 
 def _time_steps(module, config: SimConfig, steps: int, seed: int = 0, repeats: int = 3) -> float:
@@ -78,7 +78,7 @@ def sweep_throughput(workers: int) -> float:
     """Configs per second of a 16-run sweep (runs of about a second) on the local backend with ``workers`` processes."""
     import tempfile
 
-    from ..experiments.sweep import SweepSpec, run_sweep
+    from .sweep import SweepSpec, run_sweep
 
     spec = SweepSpec.from_toml(BENCH_SWEEP)
     with tempfile.TemporaryDirectory() as tmp:

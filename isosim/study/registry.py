@@ -2,7 +2,7 @@
 
 * the built-in specs (:data:`BUILTIN`: ``q1-easy``, ``q1-hard``, ``q2-easy``, ``q3-easy``,
   ``q3-hard``): the study's three questions on a full grid, for ``isosim sweep``;
-* the finding sweeps: every sweep of :mod:`isosim.experiments.findings` at both scales
+* the finding sweeps: every sweep of :mod:`isosim.study.findings` at both scales
   (ids ``f-<sweep>-full`` and ``f-<sweep>-quick``), as ``isosim reproduce`` and
   ``isosim figures`` run them into ``<root>/<id>``.
 
@@ -18,8 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import IsosimInputError
+from ..experiments.sweep import POWERS_OF_TWO, SweepSpec
 from ..sim.config import SimConfig
-from .sweep import POWERS_OF_TWO, SweepSpec
 
 TESTING = "-testing"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..sweep import SweepSpec
+from ...experiments.sweep import SweepSpec
 from ._common import METRIC, Finding, Results, Scale, base
 
 

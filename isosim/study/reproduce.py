@@ -1,6 +1,6 @@
 """The main job: the study's Q1 (B_problem fixed, n over powers of two) in simulation on the
 easy and hard presets, the compute-optimal frontier, n*(C) and its sigmoid fit beside the
-study's fitted values, and the twelve findings of :mod:`isosim.experiments.findings`, each computed
+study's fitted values, and the twelve findings of :mod:`isosim.study.findings`, each computed
 from the stored sweeps."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ..experiments.sweep import SweepSpec
 from .findings import Results, check_findings, fit_n_star, sweep_specs
-from .sweep import SweepSpec
 
 #: the study's Q1 fits at B_problem = 32 (PAPER_NOTES), read off its figures
 STUDY_Q1 = {
@@ -77,7 +77,13 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
 
 def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
     from ..analysis.frontier import frontier
-    from ..analysis.plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
+    from ..analysis.plotting import (
+        new_figure,
+        plot_frontier,
+        plot_n_star,
+        save_figure,
+        set_style,
+    )
 
     set_style()
     written = []

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import IsosimInputError
+from ...experiments.sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
 from ...sim.config import SimConfig
-from ..sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
 
 METRIC = "avg@4"
 
@@ -120,7 +120,7 @@ class Results:
             if self.run:
                 store = run_sweep(spec, folder, **self.kw)
             else:
-                from ..store import RunStore
+                from ...experiments.store import RunStore
 
                 if not folder.is_dir():
                     raise IsosimInputError(f"no stored sweep {spec.id} under {self.root}: run `isosim figures` first")

@@ -19,9 +19,22 @@ from __future__ import annotations
 from importlib import import_module
 
 from ...errors import IsosimInputError
-from ..sweep import SweepSpec
-from ._common import (METRIC, SCALES, Finding, Results, Scale, _final_se, _public, _series, final_by,  # noqa: F401
-                      fit_n_star, last_evaluations, n_star_law, n_star_table)
+from ...experiments.sweep import SweepSpec
+from ._common import (  # noqa: F401
+    METRIC,
+    SCALES,
+    Finding,
+    Results,
+    Scale,
+    _final_se,
+    _public,
+    _series,
+    final_by,
+    fit_n_star,
+    last_evaluations,
+    n_star_law,
+    n_star_table,
+)
 from .dose_response import DOSES
 from .fixed_batch import fixed_batch_trend
 from .histograms import HIST_BINS, histogram_at
