@@ -10,14 +10,7 @@ Five lines from a notebook::
 __version__ = "0.1.0"
 
 from .errors import IsosimInputError  # noqa: E402
-from .sim.config import (  # noqa: E402
-    AlgoConfig,
-    Allocation,
-    EvalConfig,
-    ModelConfig,
-    PopulationConfig,
-    SimConfig,
-)
+from .sim.config import AlgoConfig, Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig  # noqa: E402
 from .sim.population import Population, build_population, load_pass_rates  # noqa: E402
 from .sim.run import Trace, simulate  # noqa: E402
 

@@ -15,14 +15,7 @@ import pytest
 import isosim.study.findings as findings_pkg
 from isosim import IsosimInputError
 from isosim.cli import main
-from isosim.study.findings import (
-    FINDINGS,
-    SCALES,
-    Results,
-    check_findings,
-    get_finding,
-    sweep_specs,
-)
+from isosim.study.findings import FINDINGS, SCALES, Results, check_findings, get_finding, sweep_specs
 from isosim.study.registry import entries
 
 

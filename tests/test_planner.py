@@ -11,12 +11,7 @@ import pytest
 
 from isosim.cli import plan as plan_cli
 from isosim.errors import IsosimInputError
-from isosim.plan.planner import (
-    allocations_stage1,
-    allocations_stage2,
-    plan,
-    zero_signal_share,
-)
+from isosim.plan.planner import allocations_stage1, allocations_stage2, plan, zero_signal_share
 
 
 def _run(argv):

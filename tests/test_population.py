@@ -2,13 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isosim import (
-    IsosimInputError,
-    ModelConfig,
-    PopulationConfig,
-    build_population,
-    load_pass_rates,
-)
+from isosim import IsosimInputError, ModelConfig, PopulationConfig, build_population, load_pass_rates
 from isosim.sim.population import population_from_pass_rates
 
 SMALL = dict(train_size=300, val_size=50)

@@ -3,15 +3,7 @@ import numpy as np
 import pytest
 from _stats import se_of_mean
 
-from isosim import (
-    AlgoConfig,
-    Allocation,
-    EvalConfig,
-    ModelConfig,
-    PopulationConfig,
-    SimConfig,
-    simulate,
-)
+from isosim import AlgoConfig, Allocation, EvalConfig, ModelConfig, PopulationConfig, SimConfig, simulate
 from isosim.sim.population import population_from_pass_rates
 
 

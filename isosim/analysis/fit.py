@@ -20,14 +20,7 @@ import pandas as pd
 
 from ..errors import IsosimInputError
 from ._logistic import fit_logistic, logistic
-from .frontier import (
-    ScaleRLFit,
-    fit_groups,
-    frontier,
-    group_ranges,
-    log_grid,
-    record_breaking,
-)
+from .frontier import ScaleRLFit, fit_groups, frontier, group_ranges, log_grid, record_breaking
 from .n_star import n_star_envelope
 from .runs import require_two_n, validate_runs
 

@@ -59,13 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot(result: RunsAnalysis, path: Path) -> None:
-    from ..analysis.plotting import (
-        new_figure,
-        plot_frontier,
-        plot_n_star,
-        save_figure,
-        set_style,
-    )
+    from ..analysis.plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
 
     set_style()
     fig, (left, right) = new_figure(ncols=2)

@@ -20,16 +20,7 @@ from .grpo import (
 )
 from .model import GPT, GPTConfig, KVCache
 from .protocol import ValidateConfig, full_config, quick_config
-from .task import (
-                   Problems,
-                   TaskSpec,
-                   Teacher,
-                   Tokenizer,
-                   difficulty_pool,
-                   mixed_pool,
-                   sample_problems,
-                   score,
-)
+from .task import Problems, TaskSpec, Teacher, Tokenizer, difficulty_pool, mixed_pool, sample_problems, score
 from .validate import Validation, run_validate
 
 __all__ = [

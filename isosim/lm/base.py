@@ -10,16 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from .model import GPT, GPTConfig
-from .task import (
-    DIGIT0,
-    MOD,
-    N_SKILLS,
-    Problems,
-    TaskSpec,
-    Teacher,
-    Tokenizer,
-    sample_problems,
-)
+from .task import DIGIT0, MOD, N_SKILLS, Problems, TaskSpec, Teacher, Tokenizer, sample_problems
 
 
 @dataclass(frozen=True)

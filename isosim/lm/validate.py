@@ -60,16 +60,7 @@ from .compare import (
 from .grpo import GRPOTrainer, pass_rates
 from .journal import Journal
 from .model import GPT
-from .protocol import (
-    BANDS,
-    ValidateConfig,
-    budgets,
-    eval_steps,
-    fb_marks,
-    full_config,
-    plan_grid,
-    quick_config,
-)
+from .protocol import BANDS, ValidateConfig, budgets, eval_steps, fb_marks, full_config, plan_grid, quick_config
 from .task import Problems, Teacher, mixed_pool
 
 # --- steps of the protocol -----------------------------------------------------------------

@@ -46,12 +46,7 @@ class Agreement:
 
 def agreement(sim: pd.DataFrame, curves: pd.DataFrame, metric: str = "avg@4", bucket: float = 0.005) -> Agreement:
     """Compare :func:`predict` curves with simulated evaluations (:func:`isosim.experiments.sweep.evaluations`)."""
-    from ..analysis.frontier import (
-        compute_optimal,
-        fit_groups,
-        group_ranges,
-        record_breaking,
-    )
+    from ..analysis.frontier import compute_optimal, fit_groups, group_ranges, record_breaking
 
     d = sim.assign(value=sim[metric])[["run", "n", "B_problem", "compute", "value"]]
     d = d[d["compute"] > 0]

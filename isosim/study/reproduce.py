@@ -77,13 +77,7 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
 
 def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
     from ..analysis.frontier import frontier
-    from ..analysis.plotting import (
-        new_figure,
-        plot_frontier,
-        plot_n_star,
-        save_figure,
-        set_style,
-    )
+    from ..analysis.plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
 
     set_style()
     written = []

@@ -49,12 +49,7 @@ from .passk import (
     worst_at_k,
     worst_at_k_unbiased,
 )
-from .signal import (
-    beta_expected_informative,
-    beta_nonzero_signal_prob,
-    expected_informative,
-    nonzero_signal_prob,
-)
+from .signal import beta_expected_informative, beta_nonzero_signal_prob, expected_informative, nonzero_signal_prob
 from .tabular import (
     tabular_bound_constants,
     tabular_compute_optimal_n,

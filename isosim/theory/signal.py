@@ -16,19 +16,7 @@ import scipy.special as sps
 import sympy as sp
 
 from ..errors import IsosimInputError
-from ._core import (
-    B_problem,
-    ClosedForm,
-    P,
-    a,
-    as_count,
-    as_prob,
-    b,
-    i,
-    n,
-    p,
-    register,
-)
+from ._core import B_problem, ClosedForm, P, a, as_count, as_prob, b, i, n, p, register
 
 
 def nonzero_signal_prob(p, n: int):

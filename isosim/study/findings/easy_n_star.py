@@ -1,17 +1,7 @@
 """Finding 1: on easy, the compute-optimal n*(C) rises with C and saturates."""
 from __future__ import annotations
 
-from ._common import (
-    METRIC,
-    Finding,
-    Results,
-    Scale,
-    _series,
-    dose,
-    easy,
-    final_by,
-    rise,
-)
+from ._common import METRIC, Finding, Results, Scale, _series, dose, easy, final_by, rise
 
 
 def sweeps(sc: Scale) -> dict:

@@ -5,17 +5,7 @@ import math
 
 import pandas as pd
 
-from ._common import (
-    METRIC,
-    Finding,
-    Results,
-    Scale,
-    base,
-    easy,
-    final_by,
-    last_evaluations,
-    q1,
-)
+from ._common import METRIC, Finding, Results, Scale, base, easy, final_by, last_evaluations, q1
 
 
 def sweeps(sc: Scale) -> dict:

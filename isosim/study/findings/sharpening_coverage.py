@@ -3,19 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._common import (
-    Finding,
-    Results,
-    Scale,
-    _argmax,
-    _final_se,
-    _series,
-    base,
-    easy,
-    final_by,
-    hard,
-    q1,
-)
+from ._common import Finding, Results, Scale, _argmax, _final_se, _series, base, easy, final_by, hard, q1
 
 
 def sweeps(sc: Scale) -> dict:
