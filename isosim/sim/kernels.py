@@ -6,15 +6,20 @@ Policy of problem i (see :mod:`isosim.sim.models`)::
 
 One step, for each of the B_problem problems of the batch:
 
-* counts ``c ~ Multinomial(n, pi_i)`` drawn as conditional binomials (see
-  :func:`_multinomial`), so a step costs O(B_problem * S) whatever n is;
-  with a decoupled baseline ``n_est - n`` more rollouts are drawn for the baseline;
+* counts ``c ~ Multinomial(n, pi_i)``: for ``n <= DIRECT_MAX_N`` one rollout at a time
+  by inverse CDF (:func:`_draw_direct`, O(S + n log S) per group), above it as
+  conditional binomials (:func:`_multinomial`, at most S - 1 draws per group), so a step
+  costs O(B_problem * S) whatever n is; with a decoupled baseline ``n_est - n`` more
+  rollouts are drawn for the baseline, by the same rule on ``n_est - n``;
 * rewards ``r_s = Y[i, s]``, group mean ``rbar = c_correct / n_est`` and advantages
   ``A_s = (r_s - rbar) / (std + eps)`` (grpo), ``r_s - rbar`` (drgrpo) or
   ``r_s - (c_correct - r_s) / (n_est - 1)`` (rloo);
 * logit gradient ``g_i = (1 / n) sum_s c_s A_s (e_s - pi_i)`` averaged over the
   groups of the batch (over the non-zero-variance ones with the filter), plus
-  ``-kl * grad KL(pi_i || ref_i) + ent * grad H(pi_i)``;
+  ``-kl * grad KL(pi_i || ref_i) + ent * grad H(pi_i)``. Every registered advantage
+  sums to zero over its group, so without a decoupled baseline ``sum_s c_s A_s = 0``,
+  the ``pi_i`` term vanishes and ``g_i`` has at most ``min(n, S)`` non-zeros: the chain
+  rule visits only those;
 * chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step;
   ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled).
 
@@ -34,6 +39,9 @@ from .advantages import ADVANTAGES
 #: kernel codes of the registered advantages (:mod:`isosim.sim.advantages`)
 ADV_GRPO, ADV_DRGRPO, ADV_RLOO = (ADVANTAGES[a].code for a in ("grpo", "drgrpo", "rloo"))
 OPT_SGD, OPT_ADAM, OPT_ADAMW = 0, 1, 2
+#: groups of at most this many rollouts are sampled one rollout at a time (inverse CDF);
+#: larger ones as conditional binomials. Both give exact multinomial counts.
+DIRECT_MAX_N = 32
 
 
 
@@ -83,20 +91,23 @@ C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T = range(4)
 
 @njit(cache=True, error_model="numpy")
 def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out):
+    """``out = L0[i] + bs * beta + vs * Z[i] @ V (+ us * U[urow] when urow >= 0)``."""
     S = L0.shape[1]
     r = Z.shape[1]
     for s in range(S):
-        acc = 0.0
-        for k in range(r):
-            acc += Z[i, k] * V[k, s]
-        x = L0[i, s] + bs * beta[s] + vs * acc
-        if urow >= 0:
-            x += us * U[urow, s]
-        out[s] = x
+        out[s] = L0[i, s] + bs * beta[s]
+    for k in range(r):
+        zk = vs * Z[i, k]
+        for s in range(S):
+            out[s] += zk * V[k, s]
+    if urow >= 0:
+        for s in range(S):
+            out[s] += us * U[urow, s]
 
 
 @njit(cache=True, error_model="numpy")
 def _softmax_row(logits, pi, logpi):
+    """``pi = softmax(logits)`` and ``logpi = log pi``."""
     S = logits.shape[0]
     mx = logits[0]
     for s in range(1, S):
@@ -107,9 +118,125 @@ def _softmax_row(logits, pi, logpi):
         pi[s] = math.exp(logits[s] - mx)
         tot += pi[s]
     lz = mx + math.log(tot)
+    inv = 1.0 / tot
     for s in range(S):
-        pi[s] = pi[s] / tot
+        pi[s] = pi[s] * inv
         logpi[s] = logits[s] - lz
+
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.6931471803691238  # ln 2 = _LN2_HI + _LN2_LO, the high part exact in 32 bits
+_LN2_LO = 1.9082149292705877e-10
+_C0, _C1, _C2, _C3, _C4, _C5, _C6 = 1.0, 1.0, 1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720
+_C7, _C8, _C9, _C10, _C11, _C12, _C13 = 1 / 5040, 1 / 40320, 1 / 362880, 1 / 3628800, 1 / 39916800, \
+    1 / 479001600, 1 / 6227020800
+
+
+@njit(cache=True, error_model="numpy")
+def exp_nonpositive(x, out, k1, k2):
+    """``out = exp(x)`` for ``x <= 0`` (below -745, ``exp(-745)``), in loops the compiler vectorises.
+
+    ``x = k ln 2 + r`` with ``k = round(x / ln 2)`` and ``|r| <= ln 2 / 2`` (Cody-Waite: ``ln 2``
+    in two parts), ``exp(r)`` by its Taylor polynomial to degree 13 (truncation below
+    ``(ln 2 / 2)^14 / 14! ~ 1e-18``), and ``2^k = 2^(k1) 2^(k - k1)`` built from exponent bits
+    (``k1 = floor(k / 2)``, so both factors are normal numbers down to ``k = -1075``).
+    Within 1 ulp of ``numpy.exp`` here (the tests check 2 ulp); about three times faster than
+    the scalar ``math.exp`` call, which the compiler cannot vectorise without Intel's SVML.
+    ``k1``, ``k2`` are int64 scratch arrays of ``x``'s length.
+    """
+    N = x.shape[0]
+    f1 = k1.view(np.float64)
+    f2 = k2.view(np.float64)
+    for j in range(N):
+        xj = max(x[j], -745.0)
+        ki = np.int64(xj * _LOG2E - 0.5)
+        k = np.float64(ki)
+        r = (xj - k * _LN2_HI) - k * _LN2_LO
+        q = _C13 * r + _C12
+        q = q * r + _C11
+        q = q * r + _C10
+        q = q * r + _C9
+        q = q * r + _C8
+        q = q * r + _C7
+        q = q * r + _C6
+        q = q * r + _C5
+        q = q * r + _C4
+        q = q * r + _C3
+        q = q * r + _C2
+        q = q * r + _C1
+        q = q * r + _C0
+        e1 = ki >> 1
+        k1[j] = (e1 + 1023) << 52
+        k2[j] = (ki - e1 + 1023) << 52
+        out[j] = q
+    for j in range(N):
+        out[j] = out[j] * f1[j] * f2[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _policy_rows(L0, Z, beta, V, U, rows, use_u, bs, vs, us, lg, pi, logpi, want_log, k1, k2):
+    """``pi[j] = softmax(logits of problem rows[j])`` for ``j < len(rows)`` (and ``logpi`` when
+    ``want_log``); ``lg``, ``k1``, ``k2`` are scratch of ``pi``'s size. The exponentials of all
+    rows go through :func:`exp_nonpositive` in one pass."""
+    m = rows.shape[0]
+    S = L0.shape[1]
+    for j in range(m):
+        i = rows[j]
+        _logits_row(L0, Z, beta, V, U, i, i if use_u else -1, bs, vs, us, lg[j])
+        mx = lg[j, 0]
+        for s in range(1, S):
+            if lg[j, s] > mx:
+                mx = lg[j, s]
+        for s in range(S):
+            lg[j, s] -= mx
+    exp_nonpositive(lg[:m].reshape(-1), pi[:m].reshape(-1), k1[:m * S], k2[:m * S])
+    for j in range(m):
+        tot = 0.0
+        for s in range(S):
+            tot += pi[j, s]
+        inv = 1.0 / tot
+        for s in range(S):
+            pi[j, s] *= inv
+        if want_log:
+            lz = math.log(tot)
+            for s in range(S):
+                logpi[j, s] = lg[j, s] - lz
+
+
+@njit(cache=True, error_model="numpy")
+def _draw_direct(rng, pi_row, m, cdf, counts, touched, nt):
+    """Add ``m`` categorical draws from ``pi_row`` to ``counts`` by inverse CDF.
+
+    ``cdf`` is the running sum of ``pi_row`` in type order; each draw takes
+    ``u ~ U(0, 1) * cdf[-1]`` and the first type with ``cdf[s] > u`` (never a type of
+    probability 0). Types drawn for the first time are appended to ``touched[nt:]``;
+    returns the new length. Consumes exactly ``m`` uniforms.
+    """
+    S = pi_row.shape[0]
+    acc = 0.0
+    last = 0
+    for s in range(S):
+        acc += pi_row[s]
+        cdf[s] = acc
+        if pi_row[s] > 0.0:
+            last = s
+    for _ in range(m):
+        u = rng.random() * acc
+        lo = 0
+        hi = S - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if cdf[mid] > u:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo > last:
+            lo = last
+        if counts[lo] == 0:
+            touched[nt] = lo
+            nt += 1
+        counts[lo] += 1
+    return nt
 
 
 @njit(cache=True, error_model="numpy")
@@ -150,6 +277,31 @@ def _multinomial(rng, pi, order, idx, n, out):
                 active -= 1
     for b in range(B):
         out[b, order[idx[b], S - 1]] += rem[b]
+
+
+@njit(cache=True, error_model="numpy")
+def sample_counts(rng, pi, order, idx, n, out, touched, n_touched, cdf):
+    """``out[b] ~ Multinomial(n, pi[b])`` for every row b of the batch.
+
+    ``n <= DIRECT_MAX_N``: row by row, ``n`` inverse-CDF draws each (:func:`_draw_direct`);
+    otherwise conditional binomials (:func:`_multinomial`). ``touched[b, :n_touched[b]]``
+    lists the types with ``out[b, s] > 0``; ``cdf`` (S) is scratch space.
+    """
+    B, S = pi.shape
+    if n <= DIRECT_MAX_N:
+        for b in range(B):
+            for s in range(S):
+                out[b, s] = 0
+            n_touched[b] = _draw_direct(rng, pi[b], n, cdf, out[b], touched[b], 0)
+    else:
+        _multinomial(rng, pi, order, idx, n, out)
+        for b in range(B):
+            k = 0
+            for s in range(S):
+                if out[b, s] > 0:
+                    touched[b, k] = s
+                    k += 1
+            n_touched[b] = k
 
 
 @njit(cache=True, error_model="numpy")
@@ -234,18 +386,36 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     us = fpar[F_US]
     kl = fpar[F_KL]
     ent = fpar[F_ENT]
+    std_eps = fpar[F_STD_EPS]
+    b1 = fpar[F_B1]
+    b2 = fpar[F_B2]
+    aeps = fpar[F_AEPS]
+    wd = fpar[F_WD]
+    # without a decoupled baseline every registered advantage sums to zero over the group, so
+    # the -pi * sum_s c_s A_s term of the logit gradient vanishes: only drawn types are non-zero
+    dense = n_est > n or kl > 0.0 or ent > 0.0
     idx = np.empty(Bp, dtype=np.int64)
     seen = np.full(D, -1, dtype=np.int64)  # the step at which a row was last in the batch
     owner = np.empty(D, dtype=np.int64)  # its first position in that batch
     repeat = np.zeros(Bp, dtype=np.bool_)
     logits = np.empty(S)
+    cdf = np.empty(S)
     pi = np.empty((Bp, S))
     logpi = np.empty((Bp, S))
+    lg = np.empty((Bp, S))
+    k1 = np.empty(Bp * S, dtype=np.int64)
+    k2 = np.empty(Bp * S, dtype=np.int64)
+    want_log = kl > 0.0 or ent > 0.0
     lref = np.empty(S)
     pref = np.empty(S)
     ct = np.zeros((Bp, S), dtype=np.int64)
     ce = np.zeros((Bp, S), dtype=np.int64)
-    G = np.empty((Bp, S))
+    touched = np.empty((Bp, S), dtype=np.int64)
+    n_touched = np.zeros(Bp, dtype=np.int64)
+    touched_e = np.empty((Bp, S), dtype=np.int64)
+    n_touched_e = np.zeros(Bp, dtype=np.int64)
+    all_types = np.arange(S)
+    G = np.zeros((Bp, S))
     gbeta = np.empty(S)
     gV = np.empty((r, S))
     beta_f = beta.reshape(-1)
@@ -253,10 +423,6 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     gV_f = gV.reshape(-1)
     mV_f = m_V.reshape(-1)
     vV_f = v_V.reshape(-1)
-    b1 = fpar[F_B1]
-    b2 = fpar[F_B2]
-    aeps = fpar[F_AEPS]
-    wd = fpar[F_WD]
     for t in range(step0, step0 + n_steps):
         lr = fpar[F_LR]
         if warmup > 0 and t + 1 < warmup:
@@ -267,19 +433,22 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 cursor[0] = 0
             idx[b] = perm[cursor[0]]
             cursor[0] += 1
-        for b in range(Bp):
-            _logits_row(L0, Z, beta, V, U, idx[b], idx[b], bs, vs, us, logits)
-            _softmax_row(logits, pi[b], logpi[b])
-        _multinomial(rng, pi, order, idx, n, ct)
+        _policy_rows(L0, Z, beta, V, U, idx, True, bs, vs, us, lg, pi, logpi, want_log, k1, k2)
+        sample_counts(rng, pi, order, idx, n, ct, touched, n_touched, cdf)
         if n_est > n:
-            _multinomial(rng, pi, order, idx, n_est - n, ce)
-        # group advantages -> logit gradient of each group
+            sample_counts(rng, pi, order, idx, n_est - n, ce, touched_e, n_touched_e, cdf)
+        # group advantages -> logit gradient of each group (G rows are zero outside touched types)
         informative = 0
         for b in range(Bp):
             i = idx[b]
             c_tot = 0.0
-            for s in range(S):
-                c_tot += (ct[b, s] + ce[b, s]) * Y[i, s]
+            for k in range(n_touched[b]):
+                s = touched[b, k]
+                c_tot += ct[b, s] * Y[i, s]
+            if n_est > n:
+                for k in range(n_touched_e[b]):
+                    s = touched_e[b, k]
+                    c_tot += ce[b, s] * Y[i, s]
             counters[C_TOKENS] += n_est * lengths[i]
             counters[C_GROUPS] += 1.0
             zero_var = c_tot == 0.0 or c_tot == n_est
@@ -287,15 +456,30 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 counters[C_ZERO_VAR] += 1.0
             else:
                 informative += 1
-            _group_grad(pi[b], Y[i], ct[b], n, n_est, c_tot, adv, fpar[F_STD_EPS], G[b])
+            if dense:
+                _group_grad(pi[b], Y[i], ct[b], n, n_est, c_tot, adv, std_eps, G[b])
+            else:
+                for k in range(n_touched[b]):
+                    s = touched[b, k]
+                    G[b, s] = ct[b, s] * advantage(Y[i, s], c_tot, n_est, adv, std_eps) / n
         denom = Bp
         if zfilter:
             denom = informative
             if informative == 0:
+                if not dense:
+                    for b in range(Bp):
+                        for k in range(n_touched[b]):
+                            G[b, touched[b, k]] = 0.0
                 continue
-        for b in range(Bp):
-            for s in range(S):
-                G[b, s] /= denom
+        inv_denom = 1.0 / denom
+        if dense:
+            for b in range(Bp):
+                for s in range(S):
+                    G[b, s] *= inv_denom
+        else:
+            for b in range(Bp):
+                for k in range(n_touched[b]):
+                    G[b, touched[b, k]] *= inv_denom
         if kl > 0.0 or ent > 0.0:
             for b in range(Bp):
                 i = idx[b]
@@ -311,26 +495,35 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                     gkl = pi[b, s] * (logpi[b, s] - logits[s] - kl_b)
                     gh = -pi[b, s] * (logpi[b, s] + h_b)
                     G[b, s] += (-kl * gkl + ent * gh) / Bp
-        # chain rule to the shared parameters
+        # chain rule to the shared parameters, over the non-zero entries of G
         counters[C_ADAM_T] += 1.0
         tglob = counters[C_ADAM_T]
+        if bs > 0.0 or (vs > 0.0 and r > 0):
+            for s in range(S):
+                gbeta[s] = 0.0
+            for j in range(r * S):
+                gV_f[j] = 0.0
+            for b in range(Bp):
+                i = idx[b]
+                nb = S if dense else n_touched[b]
+                cols = all_types if dense else touched[b]
+                for k in range(nb):
+                    s = cols[k]
+                    g = G[b, s]
+                    gbeta[s] += g
+                    for q in range(r):
+                        gV[q, s] += Z[i, q] * g
         if bs > 0.0:
             for s in range(S):
-                acc = 0.0
-                for b in range(Bp):
-                    acc += G[b, s]
-                gbeta[s] = bs * acc * mask[s]
+                gbeta[s] *= bs * mask[s]
             if opt == OPT_SGD:
                 _sgd_dense(beta_f, gbeta, lr, wd)
             else:
                 _adam_dense(beta_f, m_beta, v_beta, gbeta, lr, b1, b2, aeps, wd, tglob, opt)
         if vs > 0.0 and r > 0:
-            for k in range(r):
+            for q in range(r):
                 for s in range(S):
-                    acc = 0.0
-                    for b in range(Bp):
-                        acc += Z[idx[b], k] * G[b, s]
-                    gV[k, s] = vs * acc * mask[s]
+                    gV[q, s] *= vs * mask[s]
             if opt == OPT_SGD:
                 _sgd_dense(V_f, gV_f, lr, wd)
             else:
@@ -359,30 +552,40 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 else:
                     t_U[i] += 1
                     _adam_dense(U[i], m_U[i], v_U[i], gbeta, lr, b1, b2, aeps, wd, t_U[i], opt)
+        # leave G zero for the next step
+        if dense or us > 0.0:
+            G[:, :] = 0.0
+        else:
+            for b in range(Bp):
+                for k in range(n_touched[b]):
+                    G[b, touched[b, k]] = 0.0
 
 
 @njit(cache=True, error_model="numpy")
-def evaluate(L0, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
-    """Exact pass rate, entropy and KL to the reference policy of every problem."""
+def evaluate(L0, logref, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
+    """Exact pass rate ``p_i = sum_s pi_is Y_is``, entropy ``H(pi_i)`` and ``KL(pi_i || ref_i)`` of
+    every problem i (``logref``: the reference policy's log-probabilities, ``log softmax(L0)``;
+    ``use_u``: include the per-problem offsets, which only training problems have)."""
     N, S = L0.shape
-    logits = np.empty(S)
-    pi = np.empty(S)
-    logpi = np.empty(S)
-    pref = np.empty(S)
-    lref = np.empty(S)
-    for i in range(N):
-        _logits_row(L0, Z, beta, V, U, i, i if use_u else -1, bs, vs, us, logits)
-        _softmax_row(logits, pi, logpi)
-        for s in range(S):
-            lref[s] = L0[i, s]
-        _softmax_row(lref, pref, logits)
-        p = 0.0
-        h = 0.0
-        kl = 0.0
-        for s in range(S):
-            p += pi[s] * Y[i, s]
-            h -= pi[s] * logpi[s]
-            kl += pi[s] * (logpi[s] - logits[s])
-        p_out[i] = min(max(p, 0.0), 1.0)
-        h_out[i] = max(h, 0.0)
-        kl_out[i] = max(kl, 0.0)
+    blk = 64
+    lg = np.empty((blk, S))
+    pi = np.empty((blk, S))
+    logpi = np.empty((blk, S))
+    k1 = np.empty(blk * S, dtype=np.int64)
+    k2 = np.empty(blk * S, dtype=np.int64)
+    rows = np.arange(N)
+    for i0 in range(0, N, blk):
+        m = min(blk, N - i0)
+        _policy_rows(L0, Z, beta, V, U, rows[i0:i0 + m], use_u, bs, vs, us, lg, pi, logpi, True, k1, k2)
+        for j in range(m):
+            i = i0 + j
+            p = 0.0
+            h = 0.0
+            kl = 0.0
+            for s in range(S):
+                p += pi[j, s] * Y[i, s]
+                h -= pi[j, s] * logpi[j, s]
+                kl += pi[j, s] * (logpi[j, s] - logref[i, s])
+            p_out[i] = min(max(p, 0.0), 1.0)
+            h_out[i] = max(h, 0.0)
+            kl_out[i] = max(kl, 0.0)

@@ -137,6 +137,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
     done = 0
     last_groups = last_zero = 0.0
     data = train_data(train, config)
+    logrefs = {"train": log_softmax(train.problems.base_logits), "val": log_softmax(val.problems.base_logits)}
     for step in schedule:
         if step > done:
             k.train_steps(train_rng, data, st, fpar, ipar, int(done), int(step - done))
@@ -144,7 +145,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
         compute = (int(step) * per_step, float(st.counters[kernels.C_TOKENS]))
         evals = {}
         for name, ps, use_u in (("train", train, True), ("val", val, False)):
-            evals[name] = _evaluate(k, ps, st, fpar, use_u)
+            evals[name] = _evaluate(k, ps, st, fpar, use_u, logrefs[name])
         for split, (src, sel) in splits.items():
             p, h, kl = (x[sel] for x in evals[src])
             for metric, value in _metrics(p, h, kl, ev, eval_rng):
@@ -176,12 +177,21 @@ def _splits(train: ProblemSet, val: ProblemSet) -> dict[str, tuple[str, np.ndarr
     return out
 
 
-def _evaluate(k, ps: ProblemSet, st: kernels.TrainState, fpar: np.ndarray, use_u: bool):
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise ``log softmax``: the reference policy's log-probabilities of base logits."""
+    mx = logits.max(axis=1, keepdims=True)
+    return logits - (mx + np.log(np.exp(logits - mx).sum(axis=1, keepdims=True)))
+
+
+def _evaluate(k, ps: ProblemSet, st: kernels.TrainState, fpar: np.ndarray, use_u: bool,
+              logref: np.ndarray | None = None):
     pr = ps.problems
     N = len(pr)
     p, h, kl = np.empty(N), np.empty(N), np.empty(N)
     U = st.U if use_u else np.zeros((1, pr.base_logits.shape[1]))
-    k.evaluate(pr.base_logits, pr.features, pr.rewards, st.beta, st.V, U, use_u,
+    if logref is None:
+        logref = log_softmax(pr.base_logits)
+    k.evaluate(pr.base_logits, logref, pr.features, pr.rewards, st.beta, st.V, U, use_u,
                fpar[kernels.F_BS], fpar[kernels.F_VS], fpar[kernels.F_US], p, h, kl)
     return p, h, kl
 

@@ -7,35 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import (
-    ADV_DRGRPO,
-    ADV_GRPO,
-    C_ADAM_T,
-    C_GROUPS,
-    C_TOKENS,
-    C_ZERO_VAR,
-    F_AEPS,
-    F_B1,
-    F_B2,
-    F_BS,
-    F_ENT,
-    F_KL,
-    F_LR,
-    F_STD_EPS,
-    F_US,
-    F_VS,
-    F_WD,
-    I_ADV,
-    I_BP,
-    I_FILTER,
-    I_N,
-    I_NEST,
-    I_OPT,
-    I_WARMUP,
-    OPT_ADAM,
-    OPT_ADAMW,
-    OPT_SGD,
-)
+from .kernels import (ADV_DRGRPO, DIRECT_MAX_N, ADV_GRPO, C_ADAM_T, C_GROUPS, C_TOKENS, C_ZERO_VAR, F_AEPS, F_B1, F_B2, F_BS,
+                      F_ENT, F_KL, F_LR, F_STD_EPS, F_US, F_VS, F_WD, I_ADV, I_BP, I_FILTER, I_N, I_NEST, I_OPT,
+                      I_WARMUP, OPT_ADAM, OPT_ADAMW, OPT_SGD)
 
 
 def _softmax(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,6 +36,25 @@ def multinomial(rng: np.random.Generator, pi: np.ndarray, order: np.ndarray, n: 
     out = np.empty_like(sorted_counts)
     np.put_along_axis(out, order, sorted_counts, axis=1)
     return out
+
+
+def draw_direct(rng: np.random.Generator, pi: np.ndarray, m: int) -> np.ndarray:
+    """Counts of ``m`` inverse-CDF draws from each row of ``pi``: ``u * cdf[-1]`` with
+    ``u ~ U(0, 1)``, the first type whose running sum exceeds it (rows in turn)."""
+    B, S = pi.shape
+    cdf = np.cumsum(pi, axis=1)
+    u = rng.random((B, m)) * cdf[:, -1:]
+    pos = (cdf[:, None, :] <= u[:, :, None]).sum(axis=2)
+    last = S - 1 - np.argmax(pi[:, ::-1] > 0, axis=1)
+    pos = np.minimum(pos, last[:, None])
+    out = np.zeros((B, S), dtype=np.int64)
+    np.add.at(out, (np.repeat(np.arange(B), m), pos.reshape(-1)), 1)
+    return out
+
+
+def sample_counts(rng: np.random.Generator, pi: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+    """Multinomial counts: inverse CDF for ``n <= DIRECT_MAX_N``, conditional binomials above."""
+    return draw_direct(rng, pi, n) if n <= DIRECT_MAX_N else multinomial(rng, pi, order, n)
 
 
 def _adam(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
@@ -99,8 +92,8 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             cursor[0] += 1
         logits = L0[idx] + bs * beta[None, :] + vs * (Z[idx] @ V) + us * U[idx]
         pi, logpi = _softmax(logits)
-        ct = multinomial(rng, pi, order[idx], n)
-        ce = multinomial(rng, pi, order[idx], n_est - n) if n_est > n else np.zeros_like(ct)
+        ct = sample_counts(rng, pi, order[idx], n)
+        ce = sample_counts(rng, pi, order[idx], n_est - n) if n_est > n else np.zeros_like(ct)
         y = Y[idx]
         c_tot = ((ct + ce) * y).sum(axis=1)
         counters[C_TOKENS] += float(np.sum(n_est * lengths[idx]))
@@ -115,7 +108,8 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
         else:
             a = y - (c_tot[:, None] - y) / (n_est - 1)
         G = ct * a / n
-        G -= pi * G.sum(axis=1, keepdims=True)
+        if n_est > n or kl > 0 or ent > 0:  # otherwise sum_s c_s A_s = 0 and the pi term vanishes
+            G -= pi * G.sum(axis=1, keepdims=True)
         denom = Bp
         if zfilter:
             denom = int((~zero_var).sum())
@@ -155,12 +149,11 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 U[rows], m_U[rows], v_U[rows] = x, m, v
 
 
-def evaluate(L0, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
+def evaluate(L0, logref, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
     logits = L0 + bs * beta[None, :] + vs * (Z @ V)
     if use_u:
         logits = logits + us * U
     pi, logpi = _softmax(logits)
-    _, logref = _softmax(L0)
     p_out[:] = np.clip((pi * Y).sum(axis=1), 0, 1)
     h_out[:] = np.maximum(-(pi * logpi).sum(axis=1), 0)
     kl_out[:] = np.maximum((pi * (logpi - logref)).sum(axis=1), 0)
