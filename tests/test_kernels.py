@@ -95,6 +95,69 @@ def test_multinomial_counts_identical_to_twin_and_exact_in_distribution():
     assert np.all(np.abs(tot / reps - n * pi) <= 5 * se + 1e-9)
 
 
+def _sample(module, rng, pi, n):
+    B, S = pi.shape
+    order, idx = _rows(pi), np.arange(B)
+    if module is kernels:
+        out = np.zeros((B, S), dtype=np.int64)
+        touched, n_touched = np.empty((B, S), dtype=np.int64), np.zeros(B, dtype=np.int64)
+        kernels.sample_counts(rng, pi, order, idx, n, out, touched, n_touched, np.empty(S))
+        for b in range(B):  # touched lists exactly the drawn types
+            assert sorted(touched[b, :n_touched[b]]) == list(np.flatnonzero(out[b]))
+        return out
+    return numpy_twin.sample_counts(rng, pi, order, n)
+
+
+SWITCH = kernels.DIRECT_MAX_N
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, SWITCH, SWITCH + 1, 300, 2048])
+def test_both_samplers_identical_to_twin_on_both_sides_of_the_switch(n):
+    pi = np.random.default_rng(0).dirichlet(np.full(12, 0.3), size=64)
+    pi[:5, 3] = 0.0  # types of probability 0 are never drawn
+    pi /= pi.sum(axis=1, keepdims=True)
+    a_rng, b_rng = np.random.default_rng(1), np.random.default_rng(1)
+    for _ in range(3):
+        a, b = _sample(kernels, a_rng, pi, n), _sample(numpy_twin, b_rng, pi, n)
+        np.testing.assert_array_equal(a, b)
+        assert (a.sum(axis=1) == n).all() and (a[:5, 3] == 0).all()
+    assert a_rng.random() == b_rng.random()  # both consumed the same random numbers
+
+
+@pytest.mark.parametrize("n", [3, SWITCH + 9])
+def test_counts_are_multinomial(n):
+    """Chi-square tests at a fixed seed: the pooled type totals against n * rows * pi, and one
+    type's per-group count against Binomial(n, pi_s) (bins with at least 5 expected)."""
+    from scipy.stats import binom, chi2
+
+    pi = np.array([0.45, 0.25, 0.0, 0.15, 0.1, 0.05])
+    rows = 20000
+    counts = _sample(kernels, np.random.default_rng(7), np.tile(pi, (rows, 1)), n)
+    assert counts[:, 2].sum() == 0
+    live = pi > 0
+    expected = n * rows * pi[live]
+    stat = (((counts.sum(axis=0)[live] - expected) ** 2) / expected).sum()
+    assert chi2.sf(stat, live.sum() - 1) > 1e-3
+    k = np.arange(n + 1)
+    e = rows * binom.pmf(k, n, pi[1])
+    keep = e >= 5
+    obs = np.bincount(counts[:, 1], minlength=n + 1)
+    o_tail, e_tail = obs[~keep].sum(), e[~keep].sum()
+    o, ee = np.append(obs[keep], o_tail), np.append(e[keep], e_tail)
+    stat = (((o - ee) ** 2) / np.where(ee > 0, ee, 1.0)).sum()
+    assert chi2.sf(stat, len(o) - 1) > 1e-3
+
+
+def test_vectorised_exp_is_within_two_ulp_of_numpy():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([-rng.exponential(5.0, 20000), -rng.uniform(0, 745, 20000), [0.0, -1e-300, -0.5 * np.log(2),
+                                                                                    -708.4, -744.9]])
+    out = np.empty_like(x)
+    kernels.exp_nonpositive(x, out, np.empty(x.size, np.int64), np.empty(x.size, np.int64))
+    ref = np.exp(x)
+    assert np.all(np.abs(out - ref) <= 2 * np.spacing(ref))
+
+
 @pytest.mark.parametrize("adv", [kernels.ADV_GRPO, kernels.ADV_DRGRPO, kernels.ADV_RLOO])
 def test_group_advantages_sum_to_zero(adv):
     rng = np.random.default_rng(4)
@@ -144,8 +207,12 @@ def test_summed_logit_signal_identities_per_draw():
         assert out.sum() == pytest.approx(0.0, abs=1e-12)  # softmax logit gradients sum to zero
 
 
-def test_python_path_with_jit_disabled_gives_the_same_trace(small_cfg, tmp_path):
-    cfg = small_cfg.replace(allocation={"steps": 12}, algo={"kl_coef": 0.01}, model={"local": 0.5})
+@pytest.mark.parametrize("changes", [
+    {"allocation": {"steps": 12}, "algo": {"kl_coef": 0.01}, "model": {"local": 0.5}},  # direct draws, dense gradient
+    {"allocation": {"steps": 12, "n": SWITCH + 1}},  # conditional binomials, sparse gradient
+])
+def test_python_path_with_jit_disabled_gives_the_same_trace(small_cfg, tmp_path, changes):
+    cfg = small_cfg.replace(**changes)
     path = tmp_path / "cfg.json"
     path.write_text(cfg.to_json())
     code = (

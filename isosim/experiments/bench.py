@@ -7,6 +7,7 @@ import sys
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..sim import kernels, twin
 from ..sim.config import Allocation, EvalConfig, SimConfig
@@ -29,6 +30,45 @@ def _time_steps(module, config: SimConfig, steps: int, seed: int = 0, repeats: i
         module.train_steps(np.random.default_rng(seed), data, st, fpar, ipar, 0, steps)
         best = min(best, (time.perf_counter() - t0) / steps)
     return best
+
+
+def arithmetic_floor(S: int, r: int, b_problem: int, n: int, blocks: int = 64, repeats: int = 5,
+                     seed: int = 0) -> float:
+    """Seconds per step of the arithmetic a GRPO step cannot avoid, timed as one vectorised pass.
+
+    For ``blocks`` steps at once, in large NumPy operations (so per-call overhead is amortised):
+    the logits ``L0 + beta + Z V`` of the B_problem drawn problems (``B r S`` multiply-adds), their
+    ``B S`` exponentials and normalisation, ``min(n, S)`` uniforms per group (the randomness of
+    the draws), the chain rule of the ``min(n, S)`` non-zero logit gradients of each group to
+    ``beta`` and ``V`` (``B min(n, S) (r + 1)`` multiply-adds) and one Adam update of the
+    ``S (r + 1)`` shared parameters; the best of ``repeats`` timings, divided by ``blocks``.
+    """
+    rng = np.random.default_rng(seed)
+    rows = blocks * b_problem
+    nnz = min(n, S)
+    L0 = rng.normal(size=(rows, S))
+    Z = rng.normal(size=(rows, r))
+    V = rng.normal(size=(r, S)) * 0.1
+    beta = rng.normal(size=S) * 0.1
+    Zg = rng.normal(size=(r + 1, rows * nnz))
+    g = rng.normal(size=rows * nnz)
+    P = blocks * S * (r + 1)
+    x, m, v, gp = np.zeros(P), np.zeros(P), np.full(P, 1e-4), rng.normal(size=P)
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        logits = L0 + beta + Z @ V
+        w = np.exp(logits - logits.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        rng.random(rows * nnz)
+        Zg @ g
+        m *= 0.9
+        m += 0.1 * gp
+        v *= 0.999
+        v += 0.001 * gp * gp
+        x += 1e-3 * m / (np.sqrt(v) + 1e-8)
+        best = min(best, time.perf_counter() - t0)
+    return best / blocks
 
 
 _MEMORY_PROBE = """
@@ -87,7 +127,19 @@ def sweep_throughput(workers: int) -> float:
         return len(list(spec.runs(0))) / (time.perf_counter() - t0)
 
 
+#: the group sizes whose step time ``isosim bench`` reports beside the arithmetic floor
+STEP_NS = (2, 8, 64, 512)
+
+
 def run_benchmarks(steps: int = 400, sweep: bool = True) -> dict:
+    """Every benchmark figure, measured in this one call. NumPy's BLAS is held to one thread while
+    the kernel, its twin and the floor are timed: the kernel runs on one core, and on a busy
+    2-core machine a multi-threaded BLAS makes small products tens of times slower."""
+    with threadpool_limits(limits=1):
+        return _run_benchmarks(steps, sweep)
+
+
+def _run_benchmarks(steps: int, sweep: bool) -> dict:
     base = SimConfig().replace(allocation=Allocation(n=16, b_problem=32, steps=steps))
     rollouts = 16 * 32
     t_numba = _time_steps(kernels, base, steps)
@@ -97,7 +149,15 @@ def run_benchmarks(steps: int = 400, sweep: bool = True) -> dict:
     peak, imported = peak_memory_mb()
     ev = EvalConfig(n_evals=12)
     rows = [len(simulate(base.replace(allocation={"steps": m}, eval=ev), 0).table) for m in (1000, 10000)]
+    per_n = {}
+    pop = build_population(base.population, base.model)
+    S, r = pop.train.problems.base_logits.shape[1], pop.train.problems.features.shape[1]
+    for n in STEP_NS:
+        t = _time_steps(kernels, base.replace(allocation={"n": n}), steps)
+        floor = arithmetic_floor(S, r, 32, n)
+        per_n[str(n)] = {"step_us": t * 1e6, "floor_us": floor * 1e6, "ratio_to_floor": t / floor}
     res = {
+        "step_us_by_n": per_n,
         "numba_rollouts_per_s": rollouts / t_numba,
         "numpy_rollouts_per_s": rollouts / t_numpy,
         "speedup": t_numpy / t_numba,
