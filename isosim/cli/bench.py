@@ -26,6 +26,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(res)
         return 0
     print("isosim benchmark (default easy config: strategies model, 6000 + 300 problems, B_problem = 32)")
+    print("  step time by n (us), beside the arithmetic floor of the same step (one vectorised NumPy pass):")
+    for n, row in res["step_us_by_n"].items():
+        print(f"    n = {n:>4}: {row['step_us']:7.1f} us, floor {row['floor_us']:6.1f} us, "
+              f"ratio {row['ratio_to_floor']:.2f} (target <= 3 at n = 2 and 8)")
     print(f"  numba kernel:  {res['numba_rollouts_per_s']:>14,.0f} rollouts/s  (n = 16)")
     print(f"  numpy twin:    {res['numpy_rollouts_per_s']:>14,.0f} rollouts/s  (n = 16)")
     print(f"  speed-up:      {res['speedup']:>14.1f}x   (target >= 30x)")

@@ -16,6 +16,7 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -155,17 +156,44 @@ def derive_seed(root_seed: int, replicate: int) -> int:
     return int(np.random.SeedSequence([int(root_seed), int(replicate)]).generate_state(1)[0])
 
 
+@lru_cache(maxsize=2)
+def _population(population_json: str, model_json: str):
+    """The problem sets of a (population, model) pair, built once per worker process: every run
+    of a Q1 grid shares them (they depend on the data seed, not on the allocation)."""
+    from ..sim.config import ModelConfig, PopulationConfig, _build
+    from ..sim.population import build_population
+
+    return build_population(_build(PopulationConfig, json.loads(population_json), "population"),
+                            _build(ModelConfig, json.loads(model_json), "model"))
+
+
 def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFrame:
-    """Worker: simulate one run and return its trace table with the run's identifiers."""
+    """Worker: simulate one run and return its trace table with the run's identifiers.
+
+    NumPy's BLAS is held to one thread: the workers already use every core."""
+    from threadpoolctl import threadpool_limits
+
     from ..sim.run import simulate
 
     cfg = SimConfig.from_json(config_json)
-    table = simulate(cfg, seed).table
+    with threadpool_limits(limits=1):
+        pop = _population(json.dumps(cfg.to_dict()["population"], sort_keys=True),
+                          json.dumps(cfg.to_dict()["model"], sort_keys=True))
+        table = simulate(cfg, seed, population=pop).table
     table.insert(0, "run", key)
     table.insert(1, "replicate", replicate)
     table.insert(2, "n", cfg.allocation.n)
     table.insert(3, "B_problem", cfg.allocation.b_problem)
     return table
+
+
+def run_cost(config: SimConfig) -> float:
+    """A proxy for a run's duration, used to start the longest runs first: problem visits of
+    its training steps (``M * B_problem``) and of its evaluations (train + validation problems
+    at each evaluation)."""
+    steps = config.allocation.resolved_steps(config.algo)
+    pc = config.population
+    return float(steps * config.allocation.b_problem + (config.eval.n_evals + 2) * (pc.resolved_train_size() + pc.val_size))
 
 
 class Progress:
@@ -197,38 +225,56 @@ class Progress:
 def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", address: str | None = None,
               workers: int | None = None, root_seed: int = 0, progress: bool = True,
               max_in_flight: int | None = None) -> RunStore:
-    """Run every missing run of ``spec`` into the store at ``out``; return the store.
+    """Run every missing run of ``spec`` into the store at ``out``; return the store."""
+    return run_sweeps([(spec, out)], backend=backend, address=address, workers=workers, root_seed=root_seed,
+                      progress=progress, max_in_flight=max_in_flight)[0]
 
-    At most ``max_in_flight`` runs (default ``2 * workers``) are submitted or held at
-    once: each finished trace is written to the store and dropped.
+
+def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers: int | None = None,
+               root_seed: int = 0, progress: bool = True, max_in_flight: int | None = None) -> list[RunStore]:
+    """Run every missing run of several sweeps, ``[(spec, out), ...]``, on one executor; return
+    their stores in the same order.
+
+    The runs of all sweeps are pooled and started longest first (:func:`run_cost`), so the
+    workers finish together instead of idling at the end of each sweep, and one set of worker
+    processes (with their compiled kernels and cached populations) serves every sweep. At
+    most ``max_in_flight`` runs (default ``2 * workers``) are submitted or held at once: each
+    finished trace is written to its store and dropped. The order changes nothing stored:
+    each run's seed comes from the root seed and its replicate, and stores read in key order.
     """
     from .executors import make_executor
 
-    spec.validate()
-    store = RunStore.open(out, spec.to_dict(), root_seed)
-    todo = [r for r in spec.runs(root_seed) if not store.has(r.key)]
-    bar = Progress(len(todo), f"sweep {spec.id}", enabled=progress)
+    stores, todo = [], []
+    for spec, out in jobs:
+        spec.validate()
+        store = RunStore.open(out, spec.to_dict(), root_seed)
+        stores.append(store)
+        todo += [(run_cost(r.config), k, store, r) for k, r in enumerate(spec.runs(root_seed)) if not store.has(r.key)]
+    todo.sort(key=lambda t: -t[0])  # stable: equal costs keep the spec's order
+    label = f"sweep {jobs[0][0].id}" if len(jobs) == 1 else f"{len(jobs)} sweeps"
+    bar = Progress(len(todo), label, enabled=progress)
     if not todo:
-        return store
+        return stores
     with make_executor(backend, address=address, workers=workers) as ex:
         limit = max_in_flight or 2 * ex.workers
         queue = iter(todo)
         pending: dict = {}
         while True:
             while len(pending) < limit:
-                run = next(queue, None)
-                if run is None:
+                item = next(queue, None)
+                if item is None:
                     break
+                _, _, store, run = item
                 fut = ex.submit(run_one, run.config.to_json(), run.seed, run.key, run.replicate)
-                pending[fut] = run
+                pending[fut] = (store, run)
             if not pending:
                 break
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in done:
-                run = pending.pop(fut)
+                store, run = pending.pop(fut)
                 store.write(run.key, fut.result())
                 bar.update()
-    return store
+    return stores
 
 
 def sweep_status(out: str | Path) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from .advantages import ADVANTAGES
 from .models import MODELS
 
 #: bump when a change alters the numbers a config produces
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 BANDS: dict[str, tuple[float, float]] = {
     "easy": (0.3, 0.6),

@@ -110,7 +110,13 @@ class Results:
         self._laws: dict[tuple[str, str], dict[str, Any]] = {}
 
     def ensure(self, names=None) -> None:
-        for name in names or self.specs:
+        """Run (one pool, longest runs first) and read the sweeps ``names`` (default all)."""
+        names = list(names or self.specs)
+        if self.run:
+            from ...experiments.sweep import run_sweeps
+
+            run_sweeps([(self.specs[n], self.root / self.specs[n].id) for n in names], **self.kw)
+        for name in names:
             self.raw(name)
 
     def raw(self, name: str) -> pd.DataFrame:
