@@ -111,16 +111,18 @@ def _sample(module, rng, pi, n):
 SWITCH = kernels.DIRECT_MAX_N
 
 
-@pytest.mark.parametrize("n", [1, 2, 7, SWITCH, SWITCH + 1, 300, 2048])
-def test_both_samplers_identical_to_twin_on_both_sides_of_the_switch(n):
-    pi = np.random.default_rng(0).dirichlet(np.full(12, 0.3), size=64)
-    pi[:5, 3] = 0.0  # types of probability 0 are never drawn
+@pytest.mark.parametrize("S,n", [(64, 1), (64, 2), (64, 7), (64, SWITCH), (64, SWITCH + 1), (64, 300), (64, 2048),
+                                 (12, 6), (12, 7), (2, 1), (2, 2)])
+def test_both_samplers_identical_to_twin_on_both_sides_of_the_switch(S, n):
+    assert kernels.draws_directly(n, S) == (n <= min(SWITCH, S // 2))
+    pi = np.random.default_rng(0).dirichlet(np.full(S, 0.3), size=64)
+    pi[:5, S - 1] = 0.0  # types of probability 0 are never drawn
     pi /= pi.sum(axis=1, keepdims=True)
     a_rng, b_rng = np.random.default_rng(1), np.random.default_rng(1)
     for _ in range(3):
         a, b = _sample(kernels, a_rng, pi, n), _sample(numpy_twin, b_rng, pi, n)
         np.testing.assert_array_equal(a, b)
-        assert (a.sum(axis=1) == n).all() and (a[:5, 3] == 0).all()
+        assert (a.sum(axis=1) == n).all() and (a[:5, S - 1] == 0).all()
     assert a_rng.random() == b_rng.random()  # both consumed the same random numbers
 
 

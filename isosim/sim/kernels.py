@@ -6,7 +6,7 @@ Policy of problem i (see :mod:`isosim.sim.models`)::
 
 One step, for each of the B_problem problems of the batch:
 
-* counts ``c ~ Multinomial(n, pi_i)``: for ``n <= DIRECT_MAX_N`` one rollout at a time
+* counts ``c ~ Multinomial(n, pi_i)``: for ``n <= min(DIRECT_MAX_N, S / 2)`` one rollout at a time
   by inverse CDF (:func:`_draw_direct`, O(S + n log S) per group), above it as
   conditional binomials (:func:`_multinomial`, at most S - 1 draws per group), so a step
   costs O(B_problem * S) whatever n is; with a decoupled baseline ``n_est - n`` more
@@ -39,9 +39,16 @@ from .advantages import ADVANTAGES
 #: kernel codes of the registered advantages (:mod:`isosim.sim.advantages`)
 ADV_GRPO, ADV_DRGRPO, ADV_RLOO = (ADVANTAGES[a].code for a in ("grpo", "drgrpo", "rloo"))
 OPT_SGD, OPT_ADAM, OPT_ADAMW = 0, 1, 2
-#: groups of at most this many rollouts are sampled one rollout at a time (inverse CDF);
-#: larger ones as conditional binomials. Both give exact multinomial counts.
+#: groups of n <= min(DIRECT_MAX_N, S / 2) rollouts are sampled one rollout at a time (inverse
+#: CDF); larger ones as conditional binomials (at most S - 1 draws, so with few response types
+#: binomials are the cheaper way). Both give exact multinomial counts.
 DIRECT_MAX_N = 32
+
+
+@njit(cache=True, error_model="numpy")
+def draws_directly(n, S):
+    """Whether a group of ``n`` rollouts over ``S`` response types is sampled one rollout at a time."""
+    return n <= DIRECT_MAX_N and 2 * n <= S
 #: Adam moments below this are set to 0 (never subnormal numbers)
 MOMENT_FLOOR = 1e-300
 
@@ -285,12 +292,12 @@ def _multinomial(rng, pi, order, idx, n, out):
 def sample_counts(rng, pi, order, idx, n, out, touched, n_touched, cdf):
     """``out[b] ~ Multinomial(n, pi[b])`` for every row b of the batch.
 
-    ``n <= DIRECT_MAX_N``: row by row, ``n`` inverse-CDF draws each (:func:`_draw_direct`);
-    otherwise conditional binomials (:func:`_multinomial`). ``touched[b, :n_touched[b]]``
+    :func:`draws_directly` (``n <= min(DIRECT_MAX_N, S / 2)``): row by row, ``n`` inverse-CDF
+    draws each (:func:`_draw_direct`); otherwise conditional binomials (:func:`_multinomial`). ``touched[b, :n_touched[b]]``
     lists the types with ``out[b, s] > 0``; ``cdf`` (S) is scratch space.
     """
     B, S = pi.shape
-    if n <= DIRECT_MAX_N:
+    if draws_directly(n, S):
         for b in range(B):
             for s in range(S):
                 out[b, s] = 0

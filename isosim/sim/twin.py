@@ -53,8 +53,10 @@ def draw_direct(rng: np.random.Generator, pi: np.ndarray, m: int) -> np.ndarray:
 
 
 def sample_counts(rng: np.random.Generator, pi: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
-    """Multinomial counts: inverse CDF for ``n <= DIRECT_MAX_N``, conditional binomials above."""
-    return draw_direct(rng, pi, n) if n <= DIRECT_MAX_N else multinomial(rng, pi, order, n)
+    """Multinomial counts: inverse CDF for ``n <= min(DIRECT_MAX_N, S / 2)``, conditional binomials
+    otherwise."""
+    direct = n <= DIRECT_MAX_N and 2 * n <= pi.shape[1]
+    return draw_direct(rng, pi, n) if direct else multinomial(rng, pi, order, n)
 
 
 def _adam(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
