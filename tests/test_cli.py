@@ -72,6 +72,39 @@ def test_bad_input_one_line_exit_2(args, message):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["sweep", "q1-easy-testing", "--workers", "0"], "expected an integer >= 1"),
+    (["sweep", "q1-easy-testing", "--workers", "-3"], "expected an integer >= 1"),
+    (["sweep", "q1-easy-testing", "--workers", "two"], "expected an integer"),
+    (["sweep", "q1-easy-testing", "--root-seed", "-1"], "expected an integer >= 0"),
+    (["sweep", "q1-easy-testing", "--backend", "spark"], "invalid choice"),
+    (["reproduce", "--quick", "--workers", "0"], "expected an integer >= 1"),
+    (["reproduce", "--quick", "--n-boot", "-5"], "expected an integer >= 0"),
+    (["figures", "--quick", "--workers", "0"], "expected an integer >= 1"),
+])
+def test_bad_executor_input_creates_nothing(tmp_path, args, message):
+    """One line on stderr, exit 2, and the output folder is not created."""
+    out = tmp_path / "out"
+    flag = "--root" if args[0] == "figures" else "--out"
+    r = _run_cli(*args, flag, str(out))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_sweep_api_checks_its_arguments_before_any_file(tmp_path):
+    from isosim import IsosimInputError
+    from isosim.experiments.sweep import run_sweep
+    from isosim.study.registry import get_spec
+
+    spec = get_spec("q1-easy-testing")
+    for kwargs in ({"workers": 0}, {"root_seed": -1}, {"backend": "spark"}):
+        with pytest.raises(IsosimInputError):
+            run_sweep(spec, tmp_path / "store", progress=False, **kwargs)
+        assert not (tmp_path / "store").exists()
+
+
 @pytest.mark.parametrize("content, message", [("pass_rate\n0.5\n1.3\n", "outside [0, 1]"),
                                               ("pass_rate\n0.5\nNaN\n", "not a finite number"),
                                               ("a;b;c\n\"unclosed\n", "")])

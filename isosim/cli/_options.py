@@ -64,6 +64,22 @@ def _float_like(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type: a bad value is a one-line usage error, before any work)."""
+    value = _int_like(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _int_like(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _int_tuple(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.split(",") if v.strip())
@@ -173,4 +189,4 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="local", choices=("local", "dask", "ray"),
                         help="local processes (default), or a Dask / Ray cluster")
     parser.add_argument("--address", help="scheduler address of a running Dask or Ray cluster")
-    parser.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    parser.add_argument("--workers", type=positive_int, help="worker processes (default: all cores)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._options import add_executor_options, print_json
+from ._options import add_executor_options, nonnegative_int, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="isosim-out", metavar="DIR", help="results and figures (default ./isosim-out/)")
     p.add_argument("--json", action="store_true", help='print {"easy": <fit json>, "hard": <fit json>, "findings": [{"id", "title", "holds", "evidence"}]}')
     add_executor_options(p)
-    p.add_argument("--n-boot", type=int, help="bootstrap resamples for the CIs (default 200, quick 50)")
+    p.add_argument("--n-boot", type=nonnegative_int, help="bootstrap resamples for the CIs (default 200, quick 50)")
     p.set_defaults(func=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import IsosimInputError
-from ._options import add_executor_options, print_json
+from ._options import add_executor_options, nonnegative_int, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a TOML spec file or a registered sweep id (q1-easy, q1-easy-testing, f-easy-quick, ...)")
     p.add_argument("--out", metavar="DIR", help="result store directory (created, or resumed)")
     add_executor_options(p)
-    p.add_argument("--root-seed", type=int, default=0, help="root seed from which each replicate's seed is derived")
+    p.add_argument("--root-seed", type=nonnegative_int, default=0,
+                   help="root seed from which each replicate's seed is derived (an integer >= 0)")
     p.add_argument("--list", action="store_true",
                    help="list the registered sweeps: the built-in specs, then the finding sweeps at both scales")
     p.add_argument("--json", action="store_true", help="print JSON (status, list)")

@@ -82,12 +82,18 @@ class _Ray:
             self._ray.shutdown()
 
 
-@contextmanager
-def make_executor(backend: str = "local", address: str | None = None, workers: int | None = None) -> Iterator[Any]:
+def check_executor_args(backend: str = "local", workers: int | None = None) -> None:
+    """Raise :class:`IsosimInputError` for an unknown backend or fewer than one worker (callers
+    check before they create any file)."""
     if backend not in BACKENDS:
         raise IsosimInputError(f"unknown backend {backend!r}: choose from {', '.join(BACKENDS)}")
-    if workers is not None and workers < 1:
-        raise IsosimInputError(f"--workers must be >= 1, got {workers}")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise IsosimInputError(f"--workers must be an integer >= 1, got {workers!r}")
+
+
+@contextmanager
+def make_executor(backend: str = "local", address: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    check_executor_args(backend, workers)
     workers = workers or os.cpu_count() or 1
     ex = {"local": lambda: _Local(workers), "dask": lambda: _Dask(workers, address),
           "ray": lambda: _Ray(workers, address)}[backend]()

@@ -242,11 +242,15 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     finished trace is written to its store and dropped. The order changes nothing stored:
     each run's seed comes from the root seed and its replicate, and stores read in key order.
     """
-    from .executors import make_executor
+    from .executors import check_executor_args, make_executor
 
+    check_executor_args(backend, workers)
+    if not isinstance(root_seed, (int, np.integer)) or root_seed < 0:
+        raise IsosimInputError(f"the root seed must be an integer >= 0, got {root_seed!r}")
+    for spec, _ in jobs:  # every spec is checked before any store is created
+        spec.validate()
     stores, todo = [], []
     for spec, out in jobs:
-        spec.validate()
         store = RunStore.open(out, spec.to_dict(), root_seed)
         stores.append(store)
         todo += [(run_cost(r.config), k, store, r) for k, r in enumerate(spec.runs(root_seed)) if not store.has(r.key)]
