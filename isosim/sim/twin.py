@@ -7,9 +7,36 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import (ADV_DRGRPO, DIRECT_MAX_N, ADV_GRPO, C_ADAM_T, C_GROUPS, C_TOKENS, C_ZERO_VAR, F_AEPS, F_B1, F_B2, F_BS,
-                      F_ENT, F_KL, F_LR, F_STD_EPS, F_US, F_VS, F_WD, I_ADV, I_BP, I_FILTER, I_N, I_NEST, I_OPT,
-                      I_WARMUP, OPT_ADAM, OPT_ADAMW, OPT_SGD)
+from .kernels import (
+    ADV_DRGRPO,
+    ADV_GRPO,
+    C_ADAM_T,
+    C_GROUPS,
+    C_TOKENS,
+    C_ZERO_VAR,
+    DIRECT_MAX_N,
+    F_AEPS,
+    F_B1,
+    F_B2,
+    F_BS,
+    F_ENT,
+    F_KL,
+    F_LR,
+    F_STD_EPS,
+    F_US,
+    F_VS,
+    F_WD,
+    I_ADV,
+    I_BP,
+    I_FILTER,
+    I_N,
+    I_NEST,
+    I_OPT,
+    I_WARMUP,
+    OPT_ADAM,
+    OPT_ADAMW,
+    OPT_SGD,
+)
 
 
 def _softmax(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
