@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import IsosimInputError
-from ..sim.config import SimConfig, parse_text
+from ..sim.config import ModelConfig, PopulationConfig, SimConfig, parse_text
 from .store import RunStore
 
 QUESTIONS = ("Q1", "Q2", "Q3")
@@ -157,14 +157,13 @@ def derive_seed(root_seed: int, replicate: int) -> int:
 
 
 @lru_cache(maxsize=2)
-def _population(population_json: str, model_json: str):
+def _population(population: PopulationConfig, model: ModelConfig):
     """The problem sets of a (population, model) pair, built once per worker process: every run
-    of a Q1 grid shares them (they depend on the data seed, not on the allocation)."""
-    from ..sim.config import ModelConfig, PopulationConfig, _build
+    of a Q1 grid shares them (they depend on the data seed, not on the allocation). The config
+    sections are frozen dataclasses, so they are the cache key themselves."""
     from ..sim.population import build_population
 
-    return build_population(_build(PopulationConfig, json.loads(population_json), "population"),
-                            _build(ModelConfig, json.loads(model_json), "model"))
+    return build_population(population, model)
 
 
 def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFrame:
@@ -177,8 +176,7 @@ def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFra
 
     cfg = SimConfig.from_json(config_json)
     with threadpool_limits(limits=1):
-        pop = _population(json.dumps(cfg.to_dict()["population"], sort_keys=True),
-                          json.dumps(cfg.to_dict()["model"], sort_keys=True))
+        pop = _population(cfg.population, cfg.model)
         table = simulate(cfg, seed, population=pop).table
     table.insert(0, "run", key)
     table.insert(1, "replicate", replicate)
