@@ -27,7 +27,13 @@ def test_best_split_tracks_the_optimum_and_b_problem_falls():
     assert list(t["n"] * t["B_problem"]) == [1024] * len(t)
     assert t["n"].is_monotonic_increasing and t["B_problem"].is_monotonic_decreasing
     assert res.n_star is not None and res.n_star.k > 0
-    assert res.b_problem_star is not None and res.b_problem_star.k < 0 or res.b_problem_star.L < 0
+    assert res.b_problem_star is not None and res.b_problem_star.k < 0
+    # the table's n* is the true n*(M) rounded to a power of two (within half a doubling), and so is
+    # the fitted law over the whole M range; log2 n* + log2 B_problem* = log2 B for the two fits
+    M = np.linspace(10, 640, 200)
+    true_log2_n = 2 + 5 / (1 + np.exp(-0.02 * (M - 150)))
+    assert np.abs(res.n_star.predict(M) - true_log2_n).max() < 0.5
+    np.testing.assert_allclose(res.n_star.predict(M) + res.b_problem_star.predict(M), np.log2(1024), atol=1e-6)
 
 
 def test_mixed_total_batch_is_an_error():

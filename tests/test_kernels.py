@@ -150,6 +150,79 @@ def test_counts_are_multinomial(n):
     assert chi2.sf(stat, len(o) - 1) > 1e-3
 
 
+PI6 = np.array([0.45, 0.25, 0.0, 0.15, 0.1, 0.05])  # one type of probability 0
+
+
+def _compositions(n, k):
+    """Every vector of k non-negative integers summing to n."""
+    if k == 1:
+        yield (n,)
+        return
+    for first in range(n + 1):
+        for rest in _compositions(n - first, k - 1):
+            yield (first, *rest)
+
+
+# S = 6: n = 3 draws one rollout at a time (2n <= S), n = 4 by conditional binomials (2n > S)
+@pytest.mark.parametrize("n", [3, 4])
+def test_joint_counts_fit_the_multinomial_law(n):
+    """Pearson chi-square of the whole count vector of a group against Multinomial(n, pi), over
+    every outcome (bins with fewer than 5 expected pooled into one), on both sampler paths.
+    Fixed seed, so deterministic; the significance level is p > 1e-3."""
+    from scipy.stats import chisquare, multinomial
+
+    rows = 40000
+    assert kernels.draws_directly(n, PI6.size) == (n == 3)
+    counts = _sample(kernels, np.random.default_rng(11), np.tile(PI6, (rows, 1)), n)
+    live = PI6 > 0
+    assert (counts[:, ~live] == 0).all()
+    outcomes = np.array(list(_compositions(n, int(live.sum()))))
+    expected = rows * multinomial.pmf(outcomes, n, PI6[live])
+    assert expected.sum() == pytest.approx(rows)
+    seen, freq = np.unique(counts[:, live], axis=0, return_counts=True)
+    lookup = {tuple(o): i for i, o in enumerate(outcomes)}
+    observed = np.zeros(len(outcomes))
+    for o, f in zip(seen, freq):
+        observed[lookup[tuple(o)]] = f  # a KeyError here would be an impossible outcome
+    keep = expected >= 5
+    f_obs, f_exp = observed[keep], expected[keep]
+    if not keep.all():
+        f_obs, f_exp = np.append(f_obs, observed[~keep].sum()), np.append(f_exp, expected[~keep].sum())
+    assert keep.sum() >= 20  # enough bins for the test to see the joint law, not just the means
+    assert chisquare(f_obs, f_exp).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("S, n", [(6, 3), (6, 4), (64, SWITCH), (64, SWITCH + 1), (64, 2048)])
+def test_count_means_and_covariance_are_multinomial(S, n):
+    """E c = n pi and Cov c = n (diag(pi) - pi pi^T), on both sides of the sampler switch.
+
+    Means: Pearson chi-square of the type totals over all rows (a Multinomial(n * rows, pi)
+    vector), p > 1e-3. Covariance: each entry of the sample covariance within 5 of its
+    standard errors, the SE of entry (s, t) estimated from the data as
+    sd((c_s - mean_s)(c_t - mean_t)) / sqrt(rows). Fixed seeds, so deterministic."""
+    from scipy.stats import chisquare
+
+    rows = 20000
+    pi = PI6 if S == 6 else np.random.default_rng(5).dirichlet(np.full(S, 3.0))  # smallest pi ~ 0.003
+    counts = _sample(kernels, np.random.default_rng(12), np.tile(pi, (rows, 1)), n).astype(float)
+    live = pi > 0
+    tot = counts.sum(axis=0)
+    assert (tot[~live] == 0).all() and tot.sum() == n * rows
+    assert chisquare(tot[live], n * rows * pi[live]).pvalue > 1e-3
+    d = counts[:, live] - counts[:, live].mean(axis=0)
+    assert (d != 0).any(axis=0).all()  # every live type varies, so every SE below is positive
+    prod = d[:, :, None] * d[:, None, :]
+    cov = prod.sum(axis=0) / (rows - 1)
+    se = prod.std(axis=0, ddof=1) / np.sqrt(rows)
+    p = pi[live]
+    theory = n * (np.diag(p) - np.outer(p, p))
+    z = np.abs(cov - theory) / se
+    assert z.max() < 5, (np.unravel_index(z.argmax(), z.shape), z.max())
+    # and the check has power: the covariance of independent Poisson counts (diagonal n pi, zero
+    # off the diagonal) is rejected on the same data
+    assert (np.abs(cov - n * np.diag(p)) / se).max() > 5
+
+
 def test_vectorised_exp_is_within_two_ulp_of_numpy():
     rng = np.random.default_rng(3)
     x = np.concatenate([-rng.exponential(5.0, 20000), -rng.uniform(0, 745, 20000), [0.0, -1e-300, -0.5 * np.log(2),
@@ -169,6 +242,124 @@ def test_group_advantages_sum_to_zero(adv):
         total = c * kernels.advantage(1.0, c, n, adv, 0.0 if 0 < c < n else 1e-6) \
             + (n - c) * kernels.advantage(0.0, c, n, adv, 0.0 if 0 < c < n else 1e-6)
         assert abs(total) < 1e-9
+
+
+B1, B2, AEPS = 0.9, 0.999, 1e-8
+
+
+def _adam_ascent(x, m, v, g, t, lr, wd, opt):
+    """Textbook Adam (L2 in the gradient) / AdamW (decoupled decay) ascent step at step t."""
+    if opt == kernels.OPT_ADAM:
+        g = g - wd * x
+    else:
+        x = x - lr * wd * x
+    m = B1 * m + (1 - B1) * g
+    v = B2 * v + (1 - B2) * g * g
+    return x + lr * (m / (1 - B1**t)) / (np.sqrt(v / (1 - B2**t)) + AEPS), m, v
+
+
+def _entropy_ascent_grad(logits, ent):
+    """``ent * dH/dlogits`` of softmax(logits): ``-ent pi (log pi + H)``."""
+    logpi = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+    pi = np.exp(logpi)
+    return -ent * pi * (logpi - (pi * logpi).sum())
+
+
+def _toy(D, S, r, rewards, rng, L0=None):
+    from isosim.sim.run import initial_state, sampling_order
+
+    L0 = rng.normal(0, 1, (D, S)) if L0 is None else L0
+    data = kernels.TrainData(L0, rng.normal(0, 1, (D, r)), rewards, sampling_order(L0), np.ones(D), np.ones(S))
+    return data, initial_state(D, S, r)
+
+
+def _params(lr, bs, vs, us, kl, ent, wd, n, adv, opt):
+    fpar = np.array([lr, bs, vs, us, 1e-6, kl, ent, B1, B2, AEPS, wd])
+    ipar = np.array([n, n, 1, adv, opt, 0, 0], dtype=np.int64)  # B_problem 1, no filter, no warm-up
+    return fpar, ipar
+
+
+@pytest.mark.parametrize("opt, wd", [(kernels.OPT_ADAM, 0.0), (kernels.OPT_ADAMW, 0.1)])
+def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd):
+    """The kernel's claim: ``u`` rows use lazy Adam, a row's moments, step count and (AdamW)
+    decay move only when its problem is in the batch. With every reward 0 the advantages vanish
+    and the only gradient is the entropy bonus, a deterministic function of the sampled row's
+    policy, so both candidates can be computed exactly: lazy Adam (per-row moments and bias
+    correction by the row's own step count) and dense Adam (every row every step, a zero
+    gradient for rows not in the batch, global step count). The kernel and its twin equal lazy
+    Adam to float precision and differ from dense Adam by far more than float noise (one
+    problem per step, 3 problems, 9 steps: each row sits out the steps in between)."""
+    import copy
+
+    D, S, lr, ent = 3, 5, 0.05, 0.5
+    data, st = _toy(D, S, 0, np.zeros((D, S)), np.random.default_rng(20))
+    fpar, ipar = _params(lr, 0.0, 0.0, 1.0, 0.0, ent, wd, 4, kernels.ADV_GRPO, opt)
+    tw, rng = copy.deepcopy(st), np.random.default_rng(21)
+    tw_rng = copy.deepcopy(rng)
+    lazy = {"U": np.zeros((D, S)), "m": np.zeros((D, S)), "v": np.zeros((D, S)), "t": np.zeros(D, int)}
+    dense = {"U": np.zeros((D, S)), "m": np.zeros((D, S)), "v": np.zeros((D, S))}
+    sat_out = 0
+    for t in range(9):
+        before = copy.deepcopy(st)
+        kernels.train_steps(rng, data, st, fpar, ipar, t, 1)
+        numpy_twin.train_steps(tw_rng, data, tw, fpar, ipar, t, 1)
+        i = int(st.perm[st.cursor[0] - 1])  # the problem of this step's batch
+        g = _entropy_ascent_grad(data.base_logits[i] + lazy["U"][i], ent)
+        lazy["t"][i] += 1
+        lazy["U"][i], lazy["m"][i], lazy["v"][i] = _adam_ascent(lazy["U"][i], lazy["m"][i], lazy["v"][i], g,
+                                                               lazy["t"][i], lr, wd, opt)
+        gd = np.zeros((D, S))
+        gd[i] = _entropy_ascent_grad(data.base_logits[i] + dense["U"][i], ent)
+        dense["U"], dense["m"], dense["v"] = _adam_ascent(dense["U"], dense["m"], dense["v"], gd, t + 1, lr, wd, opt)
+        for j in set(range(D)) - {i}:  # rows outside the batch: bit for bit untouched
+            sat_out += before.t_U[j] > 0
+            for key in ("U", "m_U", "v_U", "t_U"):
+                assert np.array_equal(getattr(st, key)[j], getattr(before, key)[j]), (t, j, key)
+        np.testing.assert_allclose(st.U, lazy["U"], rtol=1e-12, atol=1e-15, err_msg=f"step {t}")
+        np.testing.assert_allclose(st.m_U, lazy["m"], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(st.v_U, lazy["v"], rtol=1e-12, atol=1e-18)
+        np.testing.assert_array_equal(st.t_U, lazy["t"])
+        for key in ("U", "m_U", "v_U", "t_U"):
+            np.testing.assert_allclose(getattr(tw, key), getattr(st, key), rtol=1e-12, atol=1e-18)
+    assert sat_out >= 6  # rows with moments sat out steps: where lazy and dense part
+    assert st.t_U.tolist() == [3, 3, 3]
+    assert np.abs(st.U - dense["U"]).max() > 1e-3  # float noise here is ~1e-16
+
+
+def test_shared_parameters_use_dense_adam():
+    """``beta`` and ``V`` take an Adam step every step (global step count), moments decaying even
+    where the step's gradient is zero. Step 1: a problem with one solving type (a mixed group,
+    a non-zero gradient); step 2: a problem nothing solves, whose advantages and hence gradient
+    are exactly 0. Dense Adam still moves beta and V at step 2 through the momentum,
+    ``x += lr (b1 m / (1 - b1^2)) / (sqrt(b2 v / (1 - b2^2)) + eps)``; lazy Adam would not move them."""
+    import copy
+
+    D, S, r, lr = 2, 5, 2, 0.05
+    rewards = np.zeros((D, S))
+    rewards[0, 0] = 1.0
+    L0 = np.array([[1.0, 1.0, 0.0, 0.0, -1.0], [0.5, 0.0, 0.0, -0.5, 0.0]])  # type 0 solves problem 0: pi ~ 0.4
+    data, st = _toy(D, S, r, rewards, np.random.default_rng(30), L0)
+    st.perm[:] = [0, 1]
+    st.cursor[0] = 0  # no shuffle: problem 0, then problem 1
+    fpar, ipar = _params(lr, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 8, kernels.ADV_DRGRPO, kernels.OPT_ADAM)
+    rng = np.random.default_rng(31)
+    tw, tw_rng = copy.deepcopy(st), copy.deepcopy(rng)
+    kernels.train_steps(rng, data, st, fpar, ipar, 0, 1)
+    numpy_twin.train_steps(tw_rng, data, tw, fpar, ipar, 0, 1)
+    assert np.abs(st.m_beta).max() > 0 and np.abs(st.m_V).max() > 0  # step 1 had a gradient
+    one = copy.deepcopy(st)
+    kernels.train_steps(rng, data, st, fpar, ipar, 1, 1)
+    numpy_twin.train_steps(tw_rng, data, tw, fpar, ipar, 1, 1)
+    assert st.counters[kernels.C_ADAM_T] == 2
+    for x, m, v in (("beta", "m_beta", "v_beta"), ("V", "m_V", "v_V")):
+        want_x, want_m, want_v = _adam_ascent(getattr(one, x), getattr(one, m), getattr(one, v), 0.0, 2, lr, 0.0,
+                                              kernels.OPT_ADAM)
+        np.testing.assert_allclose(getattr(st, m), want_m, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(getattr(st, v), want_v, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(getattr(st, x), want_x, rtol=1e-12, atol=1e-15)
+        assert np.abs(getattr(st, x) - getattr(one, x)).max() > 1e-3  # lazy Adam: exactly 0
+        for key in (x, m, v):
+            np.testing.assert_allclose(getattr(tw, key), getattr(st, key), rtol=1e-12, atol=1e-18)
 
 
 def _summed_logit_signal(p, n, adv, draws, seed):

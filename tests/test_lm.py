@@ -268,6 +268,17 @@ def _micro_config():
                    sft=SFTConfig(steps=900, batch=128, lr=3e-3))
 
 
+def _mean_abs_log2_error(measured, predicted, key):
+    """Mean |log2 n_measured - log2 n_predicted| over the points (matched on ``key``), and their count;
+    every measured point must have a prediction."""
+    meas = {p[key]: p["n"] for p in measured}
+    pred = {p[key]: p["n"] for p in predicted}
+    assert set(meas) == set(pred)
+    keys = sorted(meas)
+    diff = np.log2([meas[k] for k in keys]) - np.log2([pred[k] for k in keys])
+    return float(np.mean(np.abs(diff))), len(keys)
+
+
 @pytest.fixture(scope="module")
 def micro(tmp_path_factory):
     out = tmp_path_factory.mktemp("lm")
@@ -284,7 +295,14 @@ def test_micro_validation_outputs(micro):
         for key in ("measured", "predicted"):
             for p in js[key][band]:
                 assert set(p) == {"compute", "n"} and p["n"] in (2, 4, 8) and p["compute"] in (256, 512, 1024)
-        assert 0 <= js["agreement"][band]["mean_abs_log2_error"] <= 2
+        # the agreement is the mean |log2 n*_measured - log2 n*_predicted| over the budgets, and the
+        # constant predictors score mean |log2 n*_measured - log2 g| (the grid ends g = 2 and 8)
+        err, count = _mean_abs_log2_error(js["measured"][band], js["predicted"][band], "compute")
+        assert js["agreement"][band] == {"mean_abs_log2_error": pytest.approx(err, abs=1e-12), "budgets": count}
+        n_meas = np.array([p["n"] for p in js["measured"][band]])
+        grid = js["plan"]["n_grid"]
+        assert js["baselines"][band] == {f"always_n={g}": pytest.approx(np.mean(np.abs(np.log2(n_meas) - np.log2(g))),
+                                                                        abs=1e-12) for g in (grid[0], grid[-1])}
     json.dumps(js)
     for f in ("results.jsonl", "base.pt", "pool.npz", "report.md", "lm_validation.png", "lm_base.png"):
         assert (out / f).exists(), f
@@ -300,7 +318,8 @@ def test_micro_validation_outputs(micro):
             assert [p["M"] for p in pts] == [4, 8, 16]
             for p in pts:
                 assert set(p) == {"M", "n", "B_problem"} and p["n"] * p["B_problem"] == 32 and p["n"] in (2, 4, 8)
-        assert 0 <= fb["agreement"][band]["mean_abs_log2_error"] <= 2
+        err, count = _mean_abs_log2_error(fb["measured"][band], fb["predicted"][band], "M")
+        assert fb["agreement"][band] == {"mean_abs_log2_error": pytest.approx(err, abs=1e-12), "steps": count}
     fb_done = [r for r in recs if r["kind"] == "run_fb_done"]
     assert len(fb_done) == 6 and kinds.count("prediction_fb") == 2
     for r in fb_done:  # every fixed-batch run has n * B_problem = B, and its rollouts are n * B_problem * M

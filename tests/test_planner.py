@@ -1,9 +1,12 @@
-"""``isosim plan``: constraints, the JSON shape, the reasoning, --verify and bad input."""
+"""``isosim plan``: constraints, the JSON shape, the reasoning, --verify, bad input, and the
+measured ranking error behind its confidence (the shipped file and the script that makes it)."""
 import argparse
 import json
 import math
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,7 +14,10 @@ import pytest
 
 from isosim.cli import plan as plan_cli
 from isosim.errors import IsosimInputError
-from isosim.plan.planner import allocations_stage1, allocations_stage2, plan, zero_signal_share
+from isosim.plan import ranking
+from isosim.plan.planner import allocations_stage1, allocations_stage2, plan, plans, zero_signal_share
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(argv):
@@ -48,9 +54,18 @@ def test_json_shape_and_constraints(rates, capsys):
     best = out["predicted"]["avg@4"]
     assert out["alternatives"] and all(a["predicted"]["avg@4"] <= best for a in out["alternatives"])
     curve = out["n_star_curve"]
-    assert [set(c) >= {"compute", "n"} for c in curve] and curve[-1]["compute"] == pytest.approx(budget)
+    assert curve and all(set(c) == {"compute", "n", "B_problem"} for c in curve)
+    assert curve[-1]["compute"] == pytest.approx(budget)
     assert all(a["compute"] < b["compute"] for a, b in zip(curve, curve[1:]))
-    assert out["confidence"]["level"] in ("high", "medium", "low")
+    assert all(_is_pow2(c["n"]) and c["n"] * c["B_problem"] <= b_max for c in curve)
+    conf = out["confidence"]
+    measured = ranking.ranking_error("avg@4", "strategies")
+    assert set(conf) == {"level", "gap", "threshold", "regret_p90", "regret_mean", "hit_rate", "noise", "cases",
+                         "model"}
+    assert (conf["regret_p90"], conf["noise"], conf["cases"]) == (measured.regret_p90, measured.noise, measured.cases)
+    assert conf["threshold"] == max(conf["regret_p90"], conf["noise"]) and conf["model"] == "strategies"
+    assert conf["gap"] == pytest.approx(best - out["alternatives"][0]["predicted"]["avg@4"])
+    assert conf["level"] == ranking.confidence_level(conf["gap"], conf["threshold"])
     assert out["mechanism"] in ("sharpening", "coverage") and out["verify"] is None
 
 
@@ -94,13 +109,18 @@ def test_verify_reports_the_simulated_ranking():
     ("pass_rate\n", ["--budget", "1e5", "--b-max", "64"], "no problems"),
     ("pass_rate\n0.3\n1.3\n", ["--budget", "1e5", "--b-max", "64"], "outside [0, 1]"),
     ("pass_rate\n0.3\n0.5\n", ["--budget", "1", "--b-max", "64"], "below one step"),
-    ("pass_rate\n0.3\n0.5\n", ["--budget", "1e5", "--b-max", "1"], "B_max"),
 ])
 def test_bad_input_raises(tmp_path, content, argv, message):
     path = tmp_path / "rates.csv"
     path.write_text(content)
     with pytest.raises(IsosimInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         _run(["--pass-rates", str(path), *argv])
+
+
+def test_bad_b_max_through_the_api():
+    """(The command line rejects --b-max 1 when it parses it; the real-CLI test below covers that.)"""
+    with pytest.raises(IsosimInputError, match="B_max"):
+        plan([0.3, 0.5], 1e5, 1)
 
 
 @pytest.mark.parametrize("content, argv", [
@@ -118,3 +138,88 @@ def test_bad_input_through_the_real_cli(tmp_path, content, argv):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("isosim plan: error:") and "Traceback" not in r.stderr
+
+
+def test_plans_share_curves_and_match_single_plans():
+    """Planning three metrics at once ranks exactly what three single plans rank."""
+    values = np.random.default_rng(3).beta(0.6, 1.6, 150)
+    together = plans(values, 1.6e4, 256, ("avg@4", "best@4", "worst@4"))
+    for metric, p in together.items():
+        alone = plan(values, 1.6e4, 256, metric)
+        assert [(c.n, c.b_problem, c.predicted[metric]) for c in p.ranked] == \
+               [(c.n, c.b_problem, c.predicted[metric]) for c in alone.ranked]
+
+
+def _check_ranking_file(data: dict) -> None:
+    """Every number of a ranking-error file recomputed from its own per-seed simulations."""
+    grid = data["grid"]
+    metrics, seeds, k = grid["metrics"], grid["seeds"], grid["top_k"]
+    assert len(data["cases"]) == len(grid["populations"]) * len(grid["models"]) * len(grid["budgets"])
+    rows = {}
+    for case in data["cases"]:
+        cands = case["candidates"]
+        assert len({(c["n"], c["B_problem"]) for c in cands}) == len(cands) <= len(metrics) * k
+        for c in cands:
+            assert c["n"] * c["B_problem"] <= case["b_max"]
+            assert c["M"] == math.floor(case["budget"] / (c["n"] * c["B_problem"]))
+            assert all(len(c["simulated"][m]) == seeds for m in metrics)
+        for m in metrics:
+            r = case["metrics"][m]
+            y = np.array([np.mean(c["simulated"][m]) for c in cands])
+            sd = np.array([np.std(c["simulated"][m], ddof=1) for c in cands])
+            predicted = [cands[i]["predicted"][m] for i in r["top"]]
+            assert r["top"][0] == r["pick"] and predicted == sorted(predicted, reverse=True)
+            assert r["best"] == int(np.argmax(y))
+            assert r["regret"] == pytest.approx(y[r["best"]] - y[r["pick"]], abs=1e-12)
+            assert r["hit"] == (r["pick"] == r["best"] or y[r["pick"]] == y[r["best"]])
+            assert r["noise"] == pytest.approx(np.sqrt(2 / seeds * np.mean(sd**2)))
+            assert r["level_error"] == pytest.approx(cands[r["pick"]]["predicted"][m] - y[r["pick"]])
+            rows.setdefault(m.split("@")[0], []).append((case["model"], r))
+    assert set(data["summary"]) == {*rows, "all"}
+    rows["all"] = [x for rs in rows.values() for x in rs]
+    for family, rs in rows.items():
+        summaries = [(data["summary"][family], [r for _, r in rs])]
+        for kind, s in data["summary"][family]["by_model"].items():
+            summaries.append((s, [r for model, r in rs if model == kind]))
+        assert sum(s["cases"] for s, _ in summaries[1:]) == len(rs)
+        for s, sub in summaries:
+            regret = np.array([r["regret"] for r in sub])
+            assert s["cases"] == len(sub) > 0 and 0 <= s["hit_rate"] <= 1
+            assert s["hit_rate"] == pytest.approx(np.mean([r["hit"] for r in sub]))
+            assert s["regret_mean"] == pytest.approx(regret.mean())
+            assert s["regret_p90"] == pytest.approx(np.quantile(regret, 0.9))
+            assert s["regret_max"] == pytest.approx(regret.max())
+            assert sum(v["cases"] for v in s["by_confidence"].values()) == len(sub)
+
+
+def test_ranking_error_script_small(tmp_path):
+    """The generating script, as documented, on the small grid: the format and every number."""
+    out = tmp_path / "ranking_error.json"
+    r = subprocess.run([sys.executable, str(ROOT / "docs" / "planner_ranking_error.py"), "--small", "--quiet",
+                        "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    assert data["grid"] == ranking.SMALL.as_dict()
+    _check_ranking_file(data)
+    measured = ranking.ranking_error("worst@4", "strategies", str(out))
+    assert (measured.family, measured.model) == ("worst", "strategies")
+    assert measured.regret_p90 == data["summary"]["worst"]["by_model"]["strategies"]["regret_p90"]
+    pooled = ranking.ranking_error("worst@4", "tabular", str(out))
+    assert pooled.model == "all" and pooled.cases == data["summary"]["worst"]["cases"]
+
+
+def test_shipped_ranking_error_file():
+    """The file the planner reads is the documented full grid, consistent, and ships in a wheel."""
+    data = ranking.load()
+    assert data["grid"] == ranking.FULL.as_dict()
+    _check_ranking_file(data)
+    assert all(data["summary"][f]["cases"] >= 20 for f in ("avg", "best", "worst"))
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert ranking.DATA_FILE in package_data["isosim.plan"]
+    p = plan(np.random.default_rng(4).beta(0.7, 1.3, 100), 1e4, 256, "best@16")
+    measured = data["summary"]["best"]["by_model"]["strategies"]
+    assert p.error == max(measured["regret_p90"], measured["noise_median"])
+    assert p.ranking_error.cases == measured["cases"]
+    assert p.confidence == ranking.confidence_level(p.gap, p.error)
+    assert f"{measured['regret_p90']:.4f} in 90%" in p.reasoning()
+    assert f"over {measured['cases']} planning cases of the strategies model" in p.reasoning()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -643,12 +644,11 @@ def test_cli_theory_run(tmp_path, capsys):
     assert out.read_text().startswith(r"\documentclass")
     with pytest.raises(SystemExit):
         _parser().parse_args(["theory", "--latex", "--markdown"])
-    args = _parser().parse_args(["theory", "--out", str(tmp_path / "missing" / "x.md")])
-    with pytest.raises(IsosimInputError):
-        args.func(args)
-    args = _parser().parse_args(["theory", "--out", str(tmp_path)])
-    with pytest.raises(IsosimInputError):
-        args.func(args)
+    for bad in (str(tmp_path / "missing" / "x.md"), str(tmp_path)):
+        # rejected when parsed (argparse: SystemExit 2) or when run (IsosimInputError)
+        with pytest.raises((IsosimInputError, SystemExit)):
+            args = _parser().parse_args(["theory", "--out", bad])
+            args.func(args)
 
 
 def test_cli_main_reports_one_line(tmp_path, capsys, monkeypatch):
@@ -660,3 +660,73 @@ def test_cli_main_reports_one_line(tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and err.startswith("isosim theory: error:")
     assert cli.main(["theory", "--markdown", "--out", str(tmp_path / "t.md")]) == 0
     assert (tmp_path / "t.md").read_text().startswith("# isosim theory")
+
+
+# --------------------------------------------------------------------------- figures
+def _theory_cli(monkeypatch):
+    from isosim import cli
+
+    monkeypatch.setattr(cli, "SUBCOMMANDS", ("theory",))
+    return cli.main
+
+
+@pytest.mark.slow
+def test_theory_figures_command_writes_the_seven_figures(tmp_path, capsys, monkeypatch):
+    from isosim.theory.figures import FIGURES
+
+    main = _theory_cli(monkeypatch)
+    out = tmp_path / "new" / "theory"
+    assert main(["theory", "--figures", str(out), "--quick"]) == 0
+    captured = capsys.readouterr()
+    stems = [f"fig{f.number}_{f.name}" for f in FIGURES]
+    assert len(stems) == 7
+    expected = sorted(f"{s}.{ext}" for s in stems for ext in ("png", "pdf"))
+    assert sorted(p.name for p in out.iterdir()) == expected
+    for s in stems:
+        assert (out / f"{s}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / f"{s}.pdf").read_bytes()[:5] == b"%PDF-"
+    # stdout lists the written files (no document); stderr is not a terminal here, so no bar
+    assert sorted(Path(line).name for line in captured.out.split()) == expected
+    assert captured.err.strip().splitlines() == [f"wrote 7 theory figure(s), PNG and PDF, to {out}"]
+
+
+def test_theory_figures_are_deterministic(tmp_path, monkeypatch, capsys):
+    """Fixed seeds and no timestamps: the same figure twice gives the same bytes."""
+    main = _theory_cli(monkeypatch)
+    for d in ("a", "b"):
+        assert main(["theory", "--figures", str(tmp_path / d), "--quick", "--only", "signal", "--quiet"]) == 0
+    for name in ("fig1_signal.png", "fig1_signal.pdf"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_theory_figures_bad_input(tmp_path, capsys, monkeypatch):
+    """A bad --figures DIR or --only: one line on stderr, exit code 2, nothing created."""
+    main = _theory_cli(monkeypatch)
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    cases = [
+        ["--figures", str(a_file)],
+        ["--figures", str(a_file / "sub")],
+        ["--figures", ""],
+        ["--figures", str(tmp_path / "new"), "--only", "9"],
+        ["--figures", str(tmp_path / "new"), "--only", ","],
+        ["--figures", str(tmp_path / "new"), "--out", str(tmp_path / "missing" / "x.md")],
+        ["--only", "1"],
+        ["--quick"],
+    ]
+    for extra in cases:
+        assert main(["theory", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("isosim theory: error:"), (extra, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+def test_theory_figure_registry():
+    from isosim.theory import figures
+
+    assert [f.number for f in figures.FIGURES] == list(range(1, 8))
+    assert figures.select(["2", "tabular", 2]) == [figures.FIGURES[1], figures.FIGURES[3]]
+    with pytest.raises(IsosimInputError):
+        figures.select(["nope"])
+    fig = figures.show("passk", quick=True)  # outside IPython: the figure itself
+    assert fig.axes and fig.axes[0].get_xscale() == "log"

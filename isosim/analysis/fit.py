@@ -207,9 +207,14 @@ class RunsAnalysis:
     n_star: pd.DataFrame
     law: ScalingLawFit
     bootstrap: Bootstrap | None
+    #: grid points left out of n*(C) because fewer than ``min_groups`` curves reach them:
+    #: ``{compute, groups, n}`` dicts, ``n`` the best of those that do (see analyse_runs)
+    too_few_groups: tuple = ()
 
     def to_json(self) -> dict:
-        """``{"metric", "sigmoid", "ci", "r2", "n_star", "frontier"}`` (NaN as null)."""
+        """``{"metric", "sigmoid", "ci", "r2", "n_star", "frontier", "n_star_left_out"}`` (NaN as
+        null); ``n_star_left_out``: ``[{"compute", "n", "groups"}]``, the grid points left out of
+        n*(C) because only ``groups`` (fewer than ``min_groups``) curves reach them, ``n`` the best."""
         ci = self.law.ci
         return {
             "metric": self.metric,
@@ -224,6 +229,10 @@ class RunsAnalysis:
                 {"compute": float(r.compute), "value": float(r.value), "n": int(r.n), "B_problem": int(r.B_problem)}
                 for r in self.frontier.itertuples(index=False)
             ],
+            "n_star_left_out": [
+                {"compute": float(p["compute"]), "n": int(p["n"]), "groups": int(p["groups"])}
+                for p in self.too_few_groups
+            ],
         }
 
 
@@ -231,11 +240,12 @@ def _num(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _n_star_law(records, ranges, grid, slack, curve_starts=None, law_starts=None):
+def _n_star_law(records, ranges, grid, slack, curve_starts=None, law_starts=None, min_groups=2):
     curves = fit_groups(records, ("n",), ranges=ranges, starts=curve_starts)
-    n_star = n_star_envelope(curves, grid, ("n",), slack)
+    n_star = n_star_envelope(curves, grid, ("n",), slack, min_groups=min_groups)
     if n_star.empty:
-        raise IsosimInputError("no fitted curve covers the compute grid")
+        raise IsosimInputError(f"no compute point is reached by the fitted curves of {min_groups} or more values of n"
+                               if min_groups > 1 else "no fitted curve covers the compute grid")
     if n_star["n"].nunique() < 2:
         raise IsosimInputError(
             f"n*(C) is n={n_star['n'].iloc[0]} at every compute: the compute-optimal n never "
@@ -254,6 +264,9 @@ def analyse_runs(
     *,
     points_per_decade: int = 10,
     level: float = 0.95,
+    curve_starts: Mapping[tuple, ScaleRLFit] | None = None,
+    law_starts: Sequence[Sequence[float]] | None = None,
+    min_groups: int = 2,
 ) -> RunsAnalysis:
     """Record-breaking points -> per-n ScaleRL curves -> envelope -> n*(C) -> scaling law.
 
@@ -262,7 +275,17 @@ def analyse_runs(
     :func:`~isosim.analysis.frontier.compute_optimal`); the law is fitted on (log10 C, log2 n*).
     CIs: :func:`bootstrap_fit` over runs within each n (points when some n has a single
     run), refitting the whole pipeline warm-started from the full-data fit. Evaluations at
-    compute 0 are left out.
+    compute 0 are left out. ``curve_starts`` (per-n curves) and ``law_starts`` (law parameters
+    L, k, log10_C0, b) start the fits instead of the default grids: a refit of similar data,
+    such as the same runs resampled, started from the all-data fit.
+
+    ``min_groups`` (default 2): n*(C) is taken only at grid points that the curves of at least
+    that many values of n reach. At the edges of the compute range one n's runs may reach
+    further than the others' (evaluated earlier, or run longer); there that n would be n*
+    unopposed, an artefact of coverage rather than a comparison (one run of n = 1024 whose
+    first evaluation comes before the others' would make n* = 1024 at the smallest budgets).
+    Those points are left out of n*(C) and of the law, and listed in ``too_few_groups``
+    (:mod:`isosim.analysis.n_star`, edge rule). ``min_groups=1`` keeps them.
     """
     runs = validate_runs(df, metric)
     data = runs.assign(value=runs[metric])[["run", "n", "B_problem", "compute", "value"]]
@@ -273,11 +296,11 @@ def analyse_runs(
     lo, hi = min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())
     grid = log_grid(lo, hi, points_per_decade)
     slack = 0.5 / points_per_decade
-    curves, n_star, law = _n_star_law(records, ranges, grid, slack)
+    curves, n_star, law = _n_star_law(records, ranges, grid, slack, curve_starts, law_starts, min_groups)
     warm_law = [tuple(law.params().values())]
 
     def law_params(recs, rngs):
-        return _n_star_law(recs, rngs, grid, slack, curves, warm_law)[2].params()
+        return _n_star_law(recs, rngs, grid, slack, curves, warm_law, min_groups)[2].params()
 
     boot = None
     if n_boot > 0:
@@ -301,6 +324,7 @@ def analyse_runs(
         n_star=n_star,
         law=law,
         bootstrap=boot,
+        too_few_groups=n_star.attrs.get("too_few_groups", ()),
     )
 
 

@@ -240,28 +240,37 @@ def compute_optimal(
     bucket: float | None = 0.01,
     points_per_decade: int = 10,
     slack_decades: float | None = None,
+    starts: Mapping[tuple, ScaleRLFit] | None = None,
+    min_groups: int = 1,
 ) -> pd.DataFrame:
     """Compute-optimal allocation from evaluations: record-breaking points, one ScaleRL curve
     per group, then the fitted arg-max :func:`isosim.analysis.n_star.n_star_envelope`.
+
+    ``starts``: curves (by group key) that start the fits, one start each instead of the
+    default grid (a bootstrap refit of similar data). The fitted curves are returned in the
+    table's ``attrs["fits"]``.
 
     A group's curve is eligible only within its observed compute range (no extrapolation),
     compared at the grid's resolution: ``slack_decades`` defaults to half a grid step,
     0.5 / ``points_per_decade``. Returns the envelope table on ``grid`` (default:
     :func:`log_grid` over the union of the groups' ranges): compute, value, the arg-max
     group (n*, or n*, B_problem* and M* = C / (n* B_problem*)); ties and edges follow
-    :mod:`isosim.analysis.n_star`.
+    :mod:`isosim.analysis.n_star` (``min_groups``: leave out the grid points at which fewer
+    groups' curves compete, listed in ``attrs["too_few_groups"]``).
     """
     group = list(group)
     _require(df, value_col, compute_col, *group)
     ranges = group_ranges(df, group, compute_col)
     records = record_breaking(df, value_col, compute_col, bucket)
-    fits = fit_groups(records, group, value_col=value_col, compute_col=compute_col, ranges=ranges)
+    fits = fit_groups(records, group, value_col=value_col, compute_col=compute_col, ranges=ranges, starts=starts)
     if grid is None:
         lo = min(f.c_min for f in fits.values())
         hi = max(f.c_max for f in fits.values())
         grid = log_grid(lo, hi, points_per_decade)
     slack = 0.5 / points_per_decade if slack_decades is None else slack_decades
-    return n_star_envelope(fits, grid, group, slack)
+    table = n_star_envelope(fits, grid, group, slack, min_groups=min_groups)
+    table.attrs["fits"] = fits
+    return table
 
 
 def final_values(

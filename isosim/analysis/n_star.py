@@ -31,8 +31,16 @@ C lies in the group's compute range [c_min, c_max] widened by ``slack_decades`` 
 (a curve is never extrapolated further). Nothing is filled in: a group without a value at
 C is left out at C, not scored 0 or held at a neighbouring value (callers that want a
 held or interpolated value supply it: :func:`isosim.plan.predict.curve_at`, the best-so-far
-values of :func:`isosim.lm.compare.n_star`). A compute point at which a single group
-competes has that group as n*; a point at which none does is dropped from the table.
+values of :func:`isosim.lm.compare.n_star`). A point at which none competes is dropped from
+the table. A point at which fewer than ``min_groups`` groups compete is dropped too, and
+listed in the table's ``attrs["too_few_groups"]`` (one dict per point: compute, the number
+of groups that competed, the key of the best of them). With the default ``min_groups=1`` a point at which a
+single group competes has that group as n*. That lone winner is an artefact of coverage,
+not a comparison: at the edges of the compute range, where one group's runs reach further
+than the others' (one n evaluated earlier, or run longer), it "wins" unopposed. The
+``isosim fit`` pipeline (:func:`isosim.analysis.fit.analyse_runs`) therefore asks for
+``min_groups=2``; callers whose groups all cover every point (the planner's held
+mean-field curves, the fixed-batch cells) keep the default.
 """
 from __future__ import annotations
 
@@ -71,7 +79,8 @@ def best_key(values: Mapping[Hashable, float]):
     return keys[int(best[0])] if ok[0] else None
 
 
-def n_star_raw(table: pd.DataFrame, group: Sequence[str] | None = None, *, runner_up: bool = False) -> pd.DataFrame:
+def n_star_raw(table: pd.DataFrame, group: Sequence[str] | None = None, *, runner_up: bool = False,
+               min_groups: int = 1) -> pd.DataFrame:
     """The raw arg-max n*(C) = argmax_g R_g(C) over given values.
 
     ``table``: one row per group (the index: its key, one level per group column, e.g.
@@ -80,10 +89,14 @@ def n_star_raw(table: pd.DataFrame, group: Sequence[str] | None = None, *, runne
     value at C. ``group``: the index levels that make the key (default: all of them); rows
     are sorted by them (then by any other level) before the arg-max, so ties go to the
     smallest key. Returns ``compute, value`` and the ``group`` columns of the winner, one row
-    per column of ``table`` at which some group has a value (the others are dropped). With
+    per column of ``table`` at which at least ``min_groups`` distinct keys have a value (the
+    others are dropped; those with some value are listed in ``attrs["too_few_groups"]``, a
+    tuple of dicts ``{compute, groups, <group columns of the best there>}``). With
     ``runner_up``, also ``runner_up_<g>`` for each group column and ``runner_up_value``: the
     best of the other rows by the same rule (NaN where the winner competed alone).
     """
+    if isinstance(min_groups, bool) or not isinstance(min_groups, (int, np.integer)) or min_groups < 1:
+        raise IsosimInputError(f"min_groups must be an integer >= 1, got {min_groups!r}")
     if not isinstance(table, pd.DataFrame):
         raise IsosimInputError(f"expected a pandas DataFrame, got {type(table).__name__}")
     names = list(table.index.names)
@@ -101,7 +114,16 @@ def n_star_raw(table: pd.DataFrame, group: Sequence[str] | None = None, *, runne
     levels = {g: t.index.get_level_values(g).to_numpy() for g in group}
     if vals.shape[0] == 0:
         extra = [*(f"runner_up_{g}" for g in group), "runner_up_value"] if runner_up else []
-        return pd.DataFrame(columns=["compute", "value", *group, *extra])
+        empty = pd.DataFrame(columns=["compute", "value", *group, *extra])
+        empty.attrs["too_few_groups"] = ()
+        return empty
+    codes = pd.MultiIndex.from_arrays([levels[g] for g in group]).factorize()[0]
+    finite = np.isfinite(vals)
+    groups = np.array([np.unique(codes[finite[:, j]]).size for j in cols], dtype=int)
+    enough = ok & (groups >= min_groups)
+    few = ok & ~enough
+    lone = tuple({"compute": _plain(compute[j]), "groups": int(groups[j]),
+                  **{g: _plain(levels[g][best[j]]) for g in group}} for j in np.flatnonzero(few))
     out = {"compute": compute, "value": vals[best, cols]}
     out.update((g, levels[g][best]) for g in group)
     if runner_up:
@@ -111,7 +133,14 @@ def n_star_raw(table: pd.DataFrame, group: Sequence[str] | None = None, *, runne
         for g in group:
             out[f"runner_up_{g}"] = np.where(ok2, levels[g][second], np.nan)
         out["runner_up_value"] = np.where(ok2, rest[second, cols], np.nan)
-    return pd.DataFrame(out)[ok].reset_index(drop=True)
+    table_out = pd.DataFrame(out)[enough].reset_index(drop=True)
+    table_out.attrs["too_few_groups"] = lone
+    return table_out
+
+
+def _plain(x):
+    """A NumPy scalar as the Python number it holds (other values unchanged)."""
+    return x.item() if isinstance(x, np.generic) else x
 
 
 def n_star_envelope(
@@ -119,14 +148,17 @@ def n_star_envelope(
     grid,
     group: Sequence[str] = ("n",),
     slack_decades: float = 0.0,
+    *,
+    min_groups: int = 1,
 ) -> pd.DataFrame:
     """The fitted arg-max: n*(C) on top of the upper envelope max_g R_g(C) of fitted curves.
 
     ``fits``: ``{key: curve}`` with keys tuples of the ``group`` values and curves with
     ``predict(C)``, ``c_min`` and ``c_max`` (:class:`isosim.analysis.frontier.ScaleRLFit`).
     g competes at C when c_min / 10^s <= C <= c_max * 10^s (s = ``slack_decades``, to a
-    relative 1e-9), then :func:`n_star_raw` on the table of R_g(C). Columns: compute, value,
-    the group columns and, when grouped by both n and B_problem, M = C / (n B_problem).
+    relative 1e-9), then :func:`n_star_raw` on the table of R_g(C) (``min_groups``: the
+    fewest groups that must compete at a point, see the module docstring). Columns: compute,
+    value, the group columns and, when grouped by both n and B_problem, M = C / (n B_problem).
     """
     group = list(group)
     keys = sorted(fits)
@@ -141,7 +173,7 @@ def n_star_envelope(
         table[i, ok] = f.predict(grid[ok])
     index = pd.MultiIndex.from_tuples(keys, names=group) if keys else pd.MultiIndex.from_arrays(
         [[] for _ in group], names=group)
-    out = n_star_raw(pd.DataFrame(table, index=index, columns=pd.Index(grid)), group)
+    out = n_star_raw(pd.DataFrame(table, index=index, columns=pd.Index(grid)), group, min_groups=min_groups)
     if "n" in group and "B_problem" in group:
         out["M"] = out["compute"] / (out["n"] * out["B_problem"])
     return out

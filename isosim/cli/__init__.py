@@ -23,6 +23,12 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # pragma: no cover - exercised through the CLI tests
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def _get_values(self, action, arg_strings):
+        # argparse (3.11) drops a '--' given as a value (--model=--) and hands the option an empty list
+        if action.nargs is None and action.option_strings and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one value, got '--'")
+        return super()._get_values(action, arg_strings)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="isosim", description="isosim: how to split an RL sampling budget into n, B_problem and M, "
@@ -45,8 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     except IsosimInputError as exc:
         print(f"isosim {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
         print(f"isosim {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:  # sizes that parse as valid but do not fit in memory (e.g. --train-size 1e12)
+        print(f"isosim {args.command}: error: not enough memory for these sizes", file=sys.stderr)
         return 2
 
 

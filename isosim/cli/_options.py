@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +49,26 @@ def _number(text: str) -> float:
     return float(text)
 
 
+#: integers are stored and computed with as 64-bit signed integers (NumPy, Numba, Parquet)
+INT64_LIMIT = 2**63
+
+
 def _int_like(text: str) -> int:
+    """An integer, also written as ``1e6`` or ``2**20``, that fits a 64-bit signed integer."""
+    text = str(text).strip()
     try:
-        value = _number(text)
-    except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not value.is_integer():
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
-    return int(value)
+        value = int(text)  # exact for long decimal integers, which float() would round
+    except ValueError:
+        try:
+            number = _number(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not number.is_integer():
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+        value = int(number)
+    if not -INT64_LIMIT <= value < INT64_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected an integer between -2**63 and 2**63 - 1, got {text!r}")
+    return value
 
 
 def _float_like(text: str) -> float:
@@ -64,27 +78,97 @@ def _float_like(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (argparse type: a bad value is a one-line usage error, before any work)."""
-    value = _int_like(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+def int_range(lo: int, hi: int | None = None):
+    """argparse type: an integer in ``[lo, hi]`` (a bad value is a one-line usage error, before any work)."""
+    def parse(text: str) -> int:
+        value = _int_like(text)
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"expected an integer <= {hi}, got {text!r}")
+        return value
+    parse.__name__ = f"integer >= {lo}" if hi is None else f"integer in [{lo}, {hi}]"
+    return parse
+
+
+def rollout_budget(text: str) -> float:
+    """argparse type: a budget in rollouts, a finite number below 2**63 (the rollout counters' range)."""
+    value = _float_like(text)
+    if not (math.isfinite(value) and value < INT64_LIMIT):
+        raise argparse.ArgumentTypeError(f"expected a finite number of rollouts below 2**63, got {text!r}")
     return value
 
 
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0."""
-    value = _int_like(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+positive_int = int_range(1)
+nonnegative_int = int_range(0)
+#: local worker processes or threads: more than this is a typo, not a machine
+MAX_WORKERS = 1024
 
 
 def _int_tuple(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
+        return tuple(_int_like(v) for v in text.split(",") if v.strip())
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _nearest_existing(path: Path) -> Path:
+    probe = path.absolute()
+    while True:
+        try:
+            probe.stat()
+            return probe
+        except FileNotFoundError:
+            probe = probe.parent
+        except NotADirectoryError:  # a component is a regular file: report that file
+            probe = probe.parent
+
+
+def output_problem(text: str, folder: bool, suffixes: tuple[str, ...] = ()) -> str | None:
+    """Why ``text`` cannot be written as an output folder (``folder``) or file, or None.
+
+    A file must not be a folder and must end in one of ``suffixes`` (any, if empty); a folder
+    must not be a file. Either may not exist yet: its nearest existing ancestor must then be a
+    folder this process can write to (missing folders are created when the work writes)."""
+    if not str(text).strip():
+        return f"expected a {'folder' if folder else 'file'} path, got {text!r}"
+    path = Path(text)
+    if suffixes and path.suffix.lower() not in suffixes:
+        return f"{text!r} must end in {' or '.join(suffixes)}"
+    try:
+        base = _nearest_existing(path)
+        if base == path.absolute():
+            if folder and not base.is_dir():
+                return f"{text!r} exists and is not a folder"
+            if not folder and base.is_dir():
+                return f"{text!r} is a folder, expected a file path"
+            base = base if folder else base.parent
+        elif not base.is_dir():
+            return f"cannot create {text!r}: {str(base)!r} is a file, not a folder"
+        if not os.access(base, os.W_OK | os.X_OK):
+            return f"cannot write to {text!r}: folder {str(base)!r} is not writable"
+    except OSError as exc:
+        return f"cannot write to {text!r}: {exc.strerror or exc}"
+    return None
+
+
+def output_dir(text: str) -> str:
+    """argparse type: a folder that exists or can be created, and can be written to."""
+    problem = output_problem(text, folder=True)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def output_file(*suffixes: str):
+    """argparse type: a file path that can be written (its missing folders are created), ending in ``suffixes``."""
+    def parse(text: str) -> str:
+        problem = output_problem(text, folder=False, suffixes=suffixes)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return text
+    parse.__name__ = "output file"
+    return parse
 
 
 def _advantage(text: str) -> str:
@@ -123,6 +207,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                 kwargs.update(type=_parse_bool, metavar="BOOL")
             elif isinstance(default, tuple):
                 kwargs.update(type=_int_tuple, metavar="K,K")
+            elif (section, f.name) == ("population", "seed"):
+                kwargs.update(type=nonnegative_int, metavar="INT")
             elif isinstance(default, int):
                 kwargs.update(type=_int_like, metavar="INT")
             elif isinstance(default, float):
@@ -136,7 +222,10 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     """The validated config the flags describe."""
-    if args.config:
+    for flag, value in (("--config", args.config), ("--pass-rates", args.pass_rates)):
+        if value is not None and not str(value).strip():
+            raise IsosimInputError(f"{flag} needs a file path, got {value!r}")
+    if args.config is not None:
         path = Path(args.config)
         if not path.is_file():
             raise IsosimInputError(f"config file not found: {path}")
@@ -154,17 +243,37 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         alloc["budget"] = 0.0
     elif "budget" in alloc and "steps" not in alloc:
         alloc["steps"] = 0
-    if args.mixture:
+    if args.mixture is not None:  # an empty value is an error, not "no mixture"
         changes.setdefault("population", {}).update(preset="mixture", mixture_weights=parse_mixture(args.mixture))
-    if args.val_mixture:
+    if args.val_mixture is not None:
         changes.setdefault("population", {}).update(val_mixture_weights=parse_mixture(args.val_mixture))
-    if args.pass_rates:
+    if args.pass_rates is not None:
         from ..sim.population import file_digest
 
         changes.setdefault("population", {}).update(preset="file", path=str(args.pass_rates),
                                                     data_digest=file_digest(args.pass_rates))
     cfg = cfg.replace(**changes) if changes else cfg
-    return cfg.validate()
+    cfg.validate()
+    _check_sizes(cfg)
+    if cfg.population.preset == "file":  # read the file now: a bad one fails before any work
+        from ..sim.population import load_pass_rates
+
+        load_pass_rates(cfg.population.path)
+    return cfg
+
+
+def _check_sizes(cfg: SimConfig) -> None:
+    """What :meth:`SimConfig.validate` leaves to the run: a seed NumPy accepts, and a run whose
+    rollout count fits the 64-bit counters of the kernel and the trace."""
+    if cfg.population.seed < 0:
+        raise IsosimInputError(f"the data seed must be an integer >= 0, got {cfg.population.seed}")
+    al = cfg.allocation
+    if al.budget >= INT64_LIMIT:
+        raise IsosimInputError(f"budget must be below 2**63 rollouts, got {al.budget:g}")
+    steps = al.resolved_steps(cfg.algo)
+    if steps * al.rollouts_per_step(cfg.algo) >= INT64_LIMIT:
+        raise IsosimInputError(f"n * B_problem * M = {al.rollouts_per_step(cfg.algo)} * {steps} rollouts "
+                               "is 2**63 or more")
 
 
 def parse_mixture(text: str) -> tuple[tuple[str, float], ...]:
@@ -189,4 +298,5 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="local", choices=("local", "dask", "ray"),
                         help="local processes (default), or a Dask / Ray cluster")
     parser.add_argument("--address", help="scheduler address of a running Dask or Ray cluster")
-    parser.add_argument("--workers", type=positive_int, help="worker processes (default: all cores)")
+    parser.add_argument("--workers", type=int_range(1, MAX_WORKERS),
+                        help=f"worker processes, 1 to {MAX_WORKERS} (default: all cores)")

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import argparse
 
-from ._options import print_json
+from ._options import positive_int, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark the simulation kernels (ratios measured in one run)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--steps", type=int, default=400, help="training steps timed per measurement")
+    p.add_argument("--steps", type=positive_int, default=400, help="training steps timed per measurement")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep throughput line")
     p.add_argument("--lm", action="store_true", help="benchmark the small-LM path instead (needs the lm extra)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device for --lm")

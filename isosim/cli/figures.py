@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import IsosimInputError
-from ._options import add_executor_options, print_json
+from ._options import add_executor_options, output_dir, output_problem, print_json
 
 DEFAULT_OUT = {"full": "isosim-out/figures", "quick": "isosim-out/figures-quick"}
 
@@ -18,35 +18,43 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "verdicts and their evidence) beside the figures; --only draws some figures and "
                                    "leaves findings.json.")
     p.add_argument("--quick", action="store_true", help="the reduced sweeps that CI runs")
-    p.add_argument("--root", default="isosim-out/findings", metavar="DIR", help="finding sweeps (default %(default)s)")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--root", default="isosim-out/findings", metavar="DIR", type=output_dir, help="finding sweeps (default %(default)s)")
+    p.add_argument("--out", metavar="DIR", type=output_dir,
                    help=f"figures (default {DEFAULT_OUT['full']}, quick: {DEFAULT_OUT['quick']})")
     p.add_argument("--only", metavar="N,...", help="only these findings' figures, by number, e.g. 1,3")
     add_executor_options(p)
     p.add_argument("--json", action="store_true", help="print the written paths and the findings as JSON")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (by default a bar shows on stderr when it is a terminal; --json turns it off)")
     p.set_defaults(func=run)
 
 
-def _only(text: str | None) -> set[int] | None:
-    if not text:
+def _only(text: str | None, known: set[int]) -> set[int] | None:
+    """The finding numbers of ``--only``; an unknown number is an error, not skipped."""
+    if text is None:
         return None
     try:
-        return {int(x) for x in text.split(",") if x.strip()}
+        ids = {int(x) for x in text.split(",") if x.strip()}
     except ValueError:
         raise IsosimInputError(f"--only takes figure numbers like 1,3, got {text!r}") from None
+    if not ids or not ids <= known:
+        raise IsosimInputError(f"--only {text!r}: choose finding numbers from {min(known)} to {max(known)}")
+    return ids
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..experiments.progress import quiet_flag
     from ..study.findings import FINDINGS, Results, check_findings
 
-    only = _only(args.only)
+    only = _only(args.only, {f.id for f in FINDINGS})
     chosen = [f for f in FINDINGS if only is None or f.id in only]
-    if not chosen:
-        raise IsosimInputError(f"no finding numbered {args.only}: choose from 1 to {len(FINDINGS)}")
     scale = "quick" if args.quick else "full"
     out = Path(args.out or DEFAULT_OUT[scale])
-    results = Results(Path(args.root), scale, progress=not args.json, workers=args.workers, backend=args.backend,
-                      address=args.address)
+    problem = output_problem(str(out), folder=True)  # the default --out is checked here, before any sweep
+    if problem:
+        raise IsosimInputError(f"--out: {problem}")
+    results = Results(Path(args.root), scale, progress=quiet_flag(args.json or args.quiet), workers=args.workers,
+                      backend=args.backend, address=args.address)
     results.ensure(sorted({name for f in chosen for name in f.sweeps}))
     written = []
     for f in chosen:
@@ -60,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(written))
         for f in findings:
-            print(f"finding {f['id']:>2}: {'holds' if f['holds'] else 'does not hold'}  {f['title']}")
+            print(f"finding {f['id']:>2}: {f['verdict']:<12} (P = {f['p_holds']:.2f})  {f['title']}")
     return 0

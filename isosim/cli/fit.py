@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import IsosimInputError
+from ._options import nonnegative_int, output_file
 
 if TYPE_CHECKING:  # the analysis stack (scipy, pandas) loads only when the command runs
     from ..analysis.fit import RunsAnalysis, ScalingLawFit
@@ -29,10 +30,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--bucket", type=float, default=0.005, metavar="W",
         help="reward bucket width for record-breaking points; 0 keeps every improvement (default: 0.005)",
     )
-    parser.add_argument("--n-boot", type=int, default=200, metavar="N", help="bootstrap resamples (default: 200)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument("--n-boot", type=nonnegative_int, default=200, metavar="N", help="bootstrap resamples (default: 200)")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default: 0)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--plot", metavar="OUT.png", help="write the frontier and n*(C) figure (.png or .pdf)")
+    parser.add_argument("--plot", metavar="OUT.png", type=output_file(".png", ".pdf"), help="write the frontier and n*(C) figure (.png or .pdf)")
     parser.set_defaults(func=run)
     return parser
 
@@ -74,6 +75,17 @@ def _ci(fit: ScalingLawFit, name: str) -> str:
     return "n/a" if not (math.isfinite(lo) and math.isfinite(hi)) else f"[{lo:.3g}, {hi:.3g}]"
 
 
+def _left_out(points) -> list[str]:
+    """One line per lone n: the grid points n*(C) leaves out because only that n's curve reaches them."""
+    by_n: dict[int, list[float]] = {}
+    for p in points:
+        by_n.setdefault(int(p["n"]), []).append(float(p["compute"]))
+    return [f"  left out: {len(cs)} grid point{'s' if len(cs) > 1 else ''} at C = {min(cs):.3g}"
+            + (f" to {max(cs):.3g}" if len(cs) > 1 else "")
+            + f", reached only by the curve of n = {n} (n* needs two or more n to compare)"
+            for n, cs in sorted(by_n.items())]
+
+
 def report(result: RunsAnalysis, source: str = "") -> str:
     """The human-readable summary: the n*(C) table and the fitted law with its CIs."""
     runs, law, boot = result.runs, result.law, result.bootstrap
@@ -93,6 +105,7 @@ def report(result: RunsAnalysis, source: str = "") -> str:
     for c, n, v in zip(result.n_star["compute"], result.n_star["n"], result.n_star["value"]):
         x = math.log10(c)
         lines.append(f"  {c:>10.3g}  {x:>7.2f}  {n:>5d}  {2 ** float(law.predict(x)):>7.1f}  {v:>7.4f}")
+    lines += _left_out(result.too_few_groups)
     how = "no bootstrap"
     if boot is not None:
         how = f"{boot.level:.0%} CI, {boot.n_ok}/{boot.n_boot} bootstrap resamples of {boot.mode}"

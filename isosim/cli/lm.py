@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from ..errors import IsosimInputError
-from ._options import print_json
+from ._options import MAX_WORKERS, int_range, output_dir, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,10 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = acts.add_parser("validate", help="measured vs predicted n*(C) (writes JSON lines, figures, a report)")
     v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores)")
     v.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="torch device (default cpu)")
-    v.add_argument("--out", default="isosim-out/lm", metavar="DIR",
+    v.add_argument("--out", default="isosim-out/lm", metavar="DIR", type=output_dir,
                    help="results, base model, figures and report (default ./isosim-out/lm/); reused when rerun")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
-    v.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    v.add_argument("--quiet", action="store_true",
+                   help="no progress bar (by default a bar shows on stderr when it is a terminal; --json turns it off)")
+    v.add_argument("--threads", type=int_range(1, MAX_WORKERS), default=1,
+                   help=f"torch CPU threads, 1 to {MAX_WORKERS} (default 1)")
     v.set_defaults(func=run)
 
 
@@ -39,10 +42,12 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise IsosimInputError("--threads must be >= 1")
     torch.set_num_threads(args.threads)
+    from ..experiments.progress import quiet_flag
     from ..lm.validate import run_validate
 
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else (lambda s: print(s, flush=True))
-    res = run_validate(args.out, quick=args.quick, device=args.device, log=log)
+    res = run_validate(args.out, quick=args.quick, device=args.device, log=log,
+                       progress=quiet_flag(args.json or args.quiet))
     if args.json:
         print_json(res.to_json())
         return 0

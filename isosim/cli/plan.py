@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import IsosimInputError
 from ..sim.config import ModelConfig
 from ..sim.models import MODELS
+from ._options import int_range, positive_int, rollout_budget
 
 DESCRIPTION = """\
 Recommend the rollout allocation (n rollouts per problem, B_problem problems per batch, M steps,
@@ -23,13 +24,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--pass-rates", required=True, metavar="FILE",
                    help="per-problem pass rates: CSV/Parquet with a pass_rate (avg, avg@k) column, "
                         "or correct and samples columns")
-    p.add_argument("--budget", required=True, type=float, metavar="C", help="sampling budget in rollouts")
-    p.add_argument("--b-max", required=True, type=int, metavar="B", help="largest rollout batch n * B_problem")
+    p.add_argument("--budget", required=True, type=rollout_budget, metavar="C",
+                   help="sampling budget in rollouts (2 to below 2**63)")
+    p.add_argument("--b-max", required=True, type=int_range(2), metavar="B", help="largest rollout batch n * B_problem")
     p.add_argument("--metric", default="avg@4", help="validation metric to maximise: avg@k, best@k, worst@k "
                                                      "(default: avg@4)")
     p.add_argument("--model", default="strategies", choices=list(MODELS), help="surrogate model (default: strategies)")
     p.add_argument("--verify", action="store_true", help="simulate the three best allocations (2 seeds each)")
-    p.add_argument("--seeds", type=int, default=2, help="seeds per allocation with --verify (default: 2)")
+    p.add_argument("--seeds", type=positive_int, default=2, help="seeds per allocation with --verify (default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
     return p
@@ -61,7 +63,7 @@ def report(p, source: str = "") -> str:
         f"recommended: n = {b.n}, B_problem = {b.b_problem}, M = {b.steps} steps "
         f"(batch {b.batch} rollouts, {b.batch * b.steps:,} rollouts in all)",
         f"predicted {m} = {b.predicted[m]:.4f} (base {p.base[m]:.4f}); confidence {p.confidence} "
-        f"(gap to the runner-up {_fmt(p.gap)}, mean-field error {p.error:.3f})",
+        f"(gap to the runner-up {_fmt(p.gap)}, near-tie threshold {p.error:.4f} from the measured ranking error)",
         "",
         f"  {'rank':>4} {'n':>6} {'B_problem':>9} {'M':>8}  " + "  ".join(f"{x:>8}" for x in _cols(p)),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._options import add_executor_options, nonnegative_int, print_json
+from ._options import add_executor_options, nonnegative_int, output_dir, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,18 +13,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "powers of two), fit the compute-optimal n*(C), check the twelve findings "
                                    "(paper_figures/FINDINGS.md) from their sweeps and write figures.")
     p.add_argument("--quick", action="store_true", help="the reduced finding sweeps that CI runs (a few minutes)")
-    p.add_argument("--out", default="isosim-out", metavar="DIR", help="results and figures (default ./isosim-out/)")
-    p.add_argument("--json", action="store_true", help='print {"easy": <fit json>, "hard": <fit json>, "findings": [{"id", "title", "holds", "evidence"}]}')
+    p.add_argument("--out", default="isosim-out", metavar="DIR", type=output_dir, help="results and figures (default ./isosim-out/)")
+    p.add_argument("--json", action="store_true", help='print {"easy": <fit json>, "hard": <fit json>, "findings": [{"id", "title", "verdict" '
+                        '(holds / fails / inconclusive), "holds", "p_holds", "compared", "evidence", ...}]}')
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (by default a bar shows on stderr when it is a terminal; --json turns it off)")
     add_executor_options(p)
     p.add_argument("--n-boot", type=nonnegative_int, help="bootstrap resamples for the CIs (default 200, quick 50)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..experiments.progress import quiet_flag
     from ..study.reproduce import report, run_reproduce
 
     results = run_reproduce(args.out, quick=args.quick, workers=args.workers, backend=args.backend,
-                            address=args.address, progress=not args.json, n_boot=args.n_boot)
+                            address=args.address, progress=quiet_flag(args.json or args.quiet), n_boot=args.n_boot)
     if args.json:
         print_json(results.to_json())
         return 0

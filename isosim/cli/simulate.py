@@ -5,14 +5,16 @@ import argparse
 from pathlib import Path
 
 from ..errors import IsosimInputError
-from ._options import add_config_options, config_from_args, print_json
+from ._options import add_config_options, config_from_args, nonnegative_int, output_file, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run one GRPO simulation and print or save its trace",
                        description="Run one GRPO simulation of a surrogate policy.")
-    p.add_argument("--seed", type=int, default=0, help="training seed (the data seed is --data-seed)")
-    p.add_argument("--out", metavar="FILE", help="write the trace to FILE (.parquet or .csv)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="training seed, an integer >= 0 (the data seed is --data-seed)")
+    p.add_argument("--out", metavar="FILE", type=output_file(".parquet", ".csv"),
+                   help="write the trace to FILE (.parquet or .csv)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_config_options(p)
     p.set_defaults(func=run)

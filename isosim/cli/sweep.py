@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import IsosimInputError
-from ._options import add_executor_options, nonnegative_int, print_json
+from ._options import add_executor_options, nonnegative_int, output_dir, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,18 +13,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "[--workers K]  |  isosim sweep status DIR  |  isosim sweep --list")
     p.add_argument("target", nargs="*", metavar="SPEC | status DIR",
                    help="a TOML spec file or a registered sweep id (q1-easy, q1-easy-testing, f-easy-quick, ...)")
-    p.add_argument("--out", metavar="DIR", help="result store directory (created, or resumed)")
+    p.add_argument("--out", metavar="DIR", type=output_dir, help="result store directory (created, or resumed)")
     add_executor_options(p)
     p.add_argument("--root-seed", type=nonnegative_int, default=0,
                    help="root seed from which each replicate's seed is derived (an integer >= 0)")
     p.add_argument("--list", action="store_true",
                    help="list the registered sweeps: the built-in specs, then the finding sweeps at both scales")
     p.add_argument("--json", action="store_true", help="print JSON (status, list)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (by default a bar shows on stderr when it is a terminal)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..experiments.progress import quiet_flag
     from ..experiments.sweep import run_sweep, sweep_status
     from ..study.registry import entries, get_spec
 
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise IsosimInputError("--out DIR is required")
     spec = get_spec(args.target[0])
     store = run_sweep(spec, args.out, backend=args.backend, address=args.address, workers=args.workers,
-                      root_seed=args.root_seed, progress=not args.quiet)
+                      root_seed=args.root_seed, progress=quiet_flag(args.quiet))
     st = sweep_status(store.root)
     print(f"sweep {st['id']}: {st['done']}/{st['total']} runs in {store.root}")
     return 0

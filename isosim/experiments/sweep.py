@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -25,6 +23,7 @@ import pandas as pd
 
 from ..errors import IsosimInputError
 from ..sim.config import ModelConfig, PopulationConfig, SimConfig, parse_text
+from .progress import progress_bar
 from .store import RunStore
 
 QUESTIONS = ("Q1", "Q2", "Q3")
@@ -194,42 +193,19 @@ def run_cost(config: SimConfig) -> float:
     return float(steps * config.allocation.b_problem + (config.eval.n_evals + 2) * (pc.resolved_train_size() + pc.val_size))
 
 
-class Progress:
-    """A one-line progress report on stderr (redrawn on a terminal, every 10% otherwise)."""
-
-    def __init__(self, total: int, label: str, enabled: bool = True):
-        self.total, self.label, self.done = total, label, 0
-        self.enabled = enabled and total > 0
-        self.tty = sys.stderr.isatty()
-        self.start = time.perf_counter()
-        self._last_decile = -1
-
-    def update(self, k: int = 1) -> None:
-        self.done += k
-        if not self.enabled:
-            return
-        frac = self.done / self.total
-        elapsed = time.perf_counter() - self.start
-        eta = elapsed / frac * (1 - frac) if frac > 0 else 0.0
-        bar = "#" * int(frac * 30)
-        line = f"{self.label} [{bar:<30}] {self.done}/{self.total} runs, {elapsed:.0f}s elapsed, ~{eta:.0f}s left"
-        if self.tty:
-            print("\r" + line, end="" if self.done < self.total else "\n", file=sys.stderr, flush=True)
-        elif int(frac * 10) > self._last_decile:
-            self._last_decile = int(frac * 10)
-            print(line, file=sys.stderr, flush=True)
-
-
 def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", address: str | None = None,
-              workers: int | None = None, root_seed: int = 0, progress: bool = True,
+              workers: int | None = None, root_seed: int = 0, progress: bool | None = None,
               max_in_flight: int | None = None) -> RunStore:
-    """Run every missing run of ``spec`` into the store at ``out``; return the store."""
+    """Run every missing run of ``spec`` into the store at ``out``; return the store.
+
+    ``progress``: a tqdm bar on stderr (``None``: when stderr is a terminal or in a notebook;
+    :mod:`isosim.experiments.progress`)."""
     return run_sweeps([(spec, out)], backend=backend, address=address, workers=workers, root_seed=root_seed,
                       progress=progress, max_in_flight=max_in_flight)[0]
 
 
 def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers: int | None = None,
-               root_seed: int = 0, progress: bool = True, max_in_flight: int | None = None) -> list[RunStore]:
+               root_seed: int = 0, progress: bool | None = None, max_in_flight: int | None = None) -> list[RunStore]:
     """Run every missing run of several sweeps, ``[(spec, out), ...]``, on one executor; return
     their stores in the same order.
 
@@ -254,10 +230,9 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
         todo += [(run_cost(r.config), k, store, r) for k, r in enumerate(spec.runs(root_seed)) if not store.has(r.key)]
     todo.sort(key=lambda t: -t[0])  # stable: equal costs keep the spec's order
     label = f"sweep {jobs[0][0].id}" if len(jobs) == 1 else f"{len(jobs)} sweeps"
-    bar = Progress(len(todo), label, enabled=progress)
     if not todo:
         return stores
-    with make_executor(backend, address=address, workers=workers) as ex:
+    with make_executor(backend, address=address, workers=workers) as ex, progress_bar(len(todo), label, progress) as bar:
         limit = max_in_flight or 2 * ex.workers
         queue = iter(todo)
         pending: dict = {}

@@ -22,7 +22,7 @@ setting here                    TRL                                        verl
 ``loss_agg="token-mean"``       ``loss_type="dapo"`` (``"bnpo"``)          ``actor.loss_agg_mode="token-mean"``
 ``"seq-mean-token-mean"``       ``loss_type="grpo"``                       ``actor.loss_agg_mode="seq-mean-token-mean"``
 ``"seq-mean-token-sum"``        (none)                                     ``actor.loss_agg_mode="seq-mean-token-sum"``
-``"seq-mean-token-sum-norm"``   ``loss_type="dr_grpo"``                    ``actor.loss_agg_mode="seq-mean-token-sum-norm"``
+``"seq-mean-token-sum-norm"``   ``loss_type="dr_grpo"``                    ``actor.loss_agg_mode="seq-mean-token-sum-norm"`` (N sequences: N times larger, see ``aggregate``)
 ``clip_low`` / ``clip_high``    ``epsilon`` / ``epsilon_high``             ``actor.clip_ratio_low`` / ``clip_ratio_high``
 ``kl_coef`` (default 0)         ``beta`` (k3 estimator in the loss)        ``actor.use_kl_loss``, ``kl_loss_coef``, ``kl_loss_type="low_var_kl"``
 ``num_iterations`` (1)          ``num_iterations``                         ``actor.ppo_epochs``
@@ -87,7 +87,9 @@ class GRPOConfig:
 def group_advantages(rewards: torch.Tensor, scale_rewards: str = "group", eps: float = 1e-4) -> torch.Tensor:
     """Advantages of rewards (G, n): ``r - mean(group)``, divided by ``std + eps`` where std is
     the group's (``"group"``), the whole batch's (``"batch"``) or not at all (``"none"``).
-    Standard deviations are unbiased (Bessel's correction), as ``torch.std`` in TRL and verl."""
+    Standard deviations use Bessel's correction (ddof 1, ``torch.std``'s default, as in TRL and
+    verl), unlike the population std (ddof 0) of the surrogate and :mod:`isosim.theory`: for the
+    same rewards these std-scaled advantages are smaller by ``sqrt((n - 1) / n)``."""
     adv = rewards - rewards.mean(dim=1, keepdim=True)
     if scale_rewards == "group":
         return adv / (rewards.std(dim=1, keepdim=True) + eps)
@@ -104,7 +106,8 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: i
     ``token-mean``: sum over all tokens / number of tokens; ``seq-mean-token-mean``: mean
     over sequences of each sequence's token mean; ``seq-mean-token-sum``: mean over sequences
     of each sequence's token sum; ``seq-mean-token-sum-norm``: sum over all tokens / (N *
-    max_len) (Dr. GRPO; ``max_len`` defaults to T).
+    max_len) (Dr. GRPO and TRL's ``dr_grpo``; ``max_len`` defaults to T). verl's mode of that
+    name divides the sum by the padded length T only, so its loss is N times this one.
     """
     m = mask.to(per_token.dtype)
     if mode == "token-mean":

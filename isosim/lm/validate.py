@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..experiments.progress import progress_bar, write_above
 from .base import skill_errors, train_base
 from .compare import (
     agreement,
@@ -145,8 +146,23 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str, log) -> list[dict]:
-    """One GRPO run per (subset, n) up to the plan's C_max; returns the evaluation records."""
+def _grid_steps(cfg: ValidateConfig, plan: dict, n: int) -> int:
+    """Steps of the Q1 grid's run at group size n."""
+    return max(eval_steps(plan["budget"], cfg.n_budgets, n, cfg.b_problem))
+
+
+def grid_rollouts(cfg: ValidateConfig, plan: dict, subsets) -> int:
+    """Training rollouts of both grids (Q1 and fixed batch) over all subsets: the progress bar's total."""
+    fb = plan["fixed_batch"]
+    per_subset = (sum(_grid_steps(cfg, plan, n) * n * cfg.b_problem for n in plan["n_grid"])
+                  + sum(fb["m_max"] * n * bp for n, bp in fb["splits"]))
+    return len(subsets) * per_subset
+
+
+def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str, log,
+             bar=None) -> list[dict]:
+    """One GRPO run per (subset, n) up to the plan's C_max; returns the evaluation records.
+    ``bar`` (a tqdm bar, optional) advances by the rollouts of each step."""
     c_max = plan["budget"]
     for name, (train, _, val, _) in subsets.items():
         base_rec = journal.last("eval", subset=name, n=0, budget=c_max)
@@ -156,6 +172,8 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
         for n in plan["n_grid"]:
             if journal.last("run_done", subset=name, n=n, budget=c_max) is not None:
                 log(f"  {name} n={n}: reused")
+                if bar is not None:
+                    bar.update(_grid_steps(cfg, plan, n) * n * cfg.b_problem)
                 continue
             attempt = time.time_ns()
             model = copy.deepcopy(base)
@@ -165,6 +183,8 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
             rewards, t0 = [], time.perf_counter()
             for step in range(1, max(marks) + 1):
                 rewards.append(tr.step()["reward"])
+                if bar is not None:
+                    bar.update(n * cfg.b_problem)
                 if step in marks:
                     v = pass_rates(model, cfg.task, val, cfg.eval_samples, device=device,
                                    seed=cfg.seed + 101 + tr.rollouts).mean()  # same eval noise at equal C
@@ -182,7 +202,7 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
 
 
 def run_fb_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str,
-                log) -> list[dict]:
+                log, bar=None) -> list[dict]:
     """The fixed-batch grid: per subset, one GRPO run per split (n, B_problem = B / n) to M_max
     steps, evaluated at M_max / 2^j; returns the evaluation records (kind ``eval_fb``)."""
     fb = plan["fixed_batch"]
@@ -193,6 +213,8 @@ def run_fb_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journ
         for n, bp in fb["splits"]:
             if journal.last("run_fb_done", subset=name, n=n, **key) is not None:
                 log(f"  {name} n={n} B_problem={bp}: reused")
+                if bar is not None:
+                    bar.update(m_max * n * bp)
                 continue
             attempt = time.time_ns()
             model = copy.deepcopy(base)
@@ -201,6 +223,8 @@ def run_fb_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journ
             rewards, t0 = [], time.perf_counter()
             for step in range(1, m_max + 1):
                 rewards.append(tr.step()["reward"])
+                if bar is not None:
+                    bar.update(n * bp)
                 if step in marks:
                     v = pass_rates(model, cfg.task, val, cfg.eval_samples, device=device,
                                    seed=cfg.seed + 101 + tr.rollouts).mean()  # same eval noise at equal M
@@ -267,13 +291,19 @@ class Validation:
 
 def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, device: str = "cpu",
                  config: ValidateConfig | None = None, log: Callable[[str], None] | None = None,
-                 figures: bool = True) -> Validation:
-    """Run the whole validation (see the module docstring); results, figure and report in ``out``."""
+                 figures: bool = True, progress: bool | None = None) -> Validation:
+    """Run the whole validation (see the module docstring); results, figure and report in ``out``.
+
+    ``log`` receives one line per event; ``progress`` shows a tqdm bar of the grids' training
+    rollouts on stderr (``None``: when stderr is a terminal or in a notebook), with the log
+    lines printed above it."""
     t_start = time.perf_counter()
     user_log = log or (lambda s: None)
+    live = {"bar": None}  # the progress bar while the grids run: log lines print above it
 
     def log(msg: str) -> None:
-        user_log(f"[{time.perf_counter() - t_start:4.0f} s] {msg}")
+        with write_above(live["bar"]):
+            user_log(f"[{time.perf_counter() - t_start:4.0f} s] {msg}")
     cfg = config or (quick_config() if quick else full_config())
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -305,12 +335,16 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
 
     blist = budgets(plan["budget"], cfg.n_budgets, min(plan["n_grid"]) * cfg.b_problem)
     log(f"Q1 grid: B_problem {cfg.b_problem}, budgets {blist}")
-    evals = run_grid(cfg, plan, model, subsets, journal, device, log)
     fbp = plan["fixed_batch"]
     mlist = fb_marks(fbp["m_max"], cfg.fb_n_budgets)
-    log(f"fixed-batch grid: B = n * B_problem = {fbp['B']}, (n, B_problem) in "
-        f"{[tuple(x) for x in fbp['splits']]}, M in {mlist}")
-    fb_evals = run_fb_grid(cfg, plan, model, subsets, journal, device, log)
+    with progress_bar(grid_rollouts(cfg, plan, subsets), "lm validate: GRPO", progress, unit="rollout",
+                      unit_scale=True) as bar:
+        live["bar"] = bar
+        evals = run_grid(cfg, plan, model, subsets, journal, device, log, bar)
+        log(f"fixed-batch grid: B = n * B_problem = {fbp['B']}, (n, B_problem) in "
+            f"{[tuple(x) for x in fbp['splits']]}, M in {mlist}")
+        fb_evals = run_fb_grid(cfg, plan, model, subsets, journal, device, log, bar)
+    live["bar"] = None
 
     log("surrogate: calibrating its learning rate on the reference n, predicting n*(C)")
     measured, predicted, agree, base_lines, calib, curves = {}, {}, {}, {}, {}, {}

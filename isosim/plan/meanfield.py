@@ -28,7 +28,10 @@ replacement), so a noisy coordinate moves by ``lr E[G] / sqrt(E[G]^2 + Var[G])``
 step. Steps are integrated K at a time (K grows geometrically with the steps done and is
 capped by the policy change of one macro step); each coordinate's step is damped by
 ``1 + K lr r`` with ``r`` its restoring rate, a diagonally implicit Euler step that keeps
-stiff coordinates from overshooting.
+stiff coordinates from overshooting. With the zero-variance filter the policy gradient of a
+step is averaged over its informative groups and a step without one is skipped, while the
+KL / entropy term stays averaged over the whole batch (:meth:`_Integrator.filter_factors`,
+:meth:`_Integrator.stats`).
 
 This module holds the model (:func:`mean_field`, :class:`MeanFieldTrace` and the tables and
 integrator behind them); curves over allocations and their n*(C) are :mod:`isosim.plan.predict`,
@@ -44,6 +47,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 from scipy.special import expit, gammaln
+from scipy.stats import binom
 
 from ..errors import IsosimInputError
 from ..sim.advantages import group_table
@@ -356,7 +360,9 @@ class _Integrator:
             shapes["U"] = A.L0.shape
         self.blocks = {k: _Block(*(np.zeros(sh) for _ in range(3))) for k, sh in shapes.items()}
         self.t = 0
+        self.t_adam = 0.0
         self.t_u = 0.0
+        self.active = 1.0
         self.ref = None
         if a.kl_coef > 0 or a.entropy_coef > 0:
             self.ref, _ = self.policy(A.L0, A.Z, A.Y, False, base=True)
@@ -374,55 +380,104 @@ class _Integrator:
         return pi, p
 
     def stats(self, pi: np.ndarray, p: np.ndarray) -> dict[str, _Stats]:
-        """Per-step gradient statistics of every block at the current expected parameters."""
+        """Per-step gradient statistics of every block at the current expected parameters.
+
+        Per coordinate, with weights ``w_i`` (1 for beta, ``z_ik`` for V) and a step that
+        updates (:meth:`filter_factors`: ``q``, ``c``; ``q = c = 1`` without the filter), the
+        batch gradient is ``G = sum_b w_b g_b / K + (1 / B_problem) sum_b w_b d_b``: the policy
+        gradient averaged over the K informative groups (all B_problem without the filter),
+        the KL / entropy gradient ``d`` over the whole batch, as in the kernel. With the
+        problem means ``S0 = mean_i w_i E[g_i]``, ``S1 = mean_i w_i^2 E[g_i^2]``,
+        ``D0 = mean_i w_i d_i``, ``D1 = mean_i w_i^2 d_i^2`` and ``X = mean_i w_i^2 d_i E[g_i]``:
+
+            E[G]   = S0 / q + D0
+            Var[G] = (c (S1 / q - (S0 / q)^2) + D1 - D0^2 + 2 (X - S0 D0) / q) / B_problem
+
+        (the informative groups are i.i.d. with mean ``S0 / q`` and second moment ``S1 / q``;
+        ``c / B_problem = E[1 / K | K > 0]``; the cross term takes ``E[d | informative]`` as
+        ``D0``). Without the filter this is ``(E[x^2] - E[x]^2) / B_problem`` for ``x = g + d``.
+        The diagonal Jacobian is ``mean_i w_i^2 (dE[g_i]/dl / q - (kl + ent) pi (1 - pi))``.
+        """
         A, a = self.A, self.algo
         t = _row_table(self.n, a.advantage, a.std_eps, p)
         D, S = pi.shape
-        red_s, red_v = np.empty((3, S)), np.empty((3, A.Z.shape[1], S))
-        rows = self.ref is not None or "U" in self.blocks
-        if rows:
+        r = A.Z.shape[1]
+        q, self.active, c = self.filter_factors(p)
+        red_s, red_v = np.empty((3, S)), np.empty((3, r, S))
+        reg_s, reg_v = np.zeros((3, S)), np.zeros((3, r, S))
+        if self.ref is not None or "U" in self.blocks:
             mean, sq, jac = (np.empty_like(pi) for _ in range(3))
             _moments(pi, A.Y, t, mean, sq, jac)
+            d = np.zeros_like(pi)
             if self.ref is not None:
                 logpi, logref = np.log(pi), np.log(self.ref)
                 kl = (pi * (logpi - logref)).sum(axis=1, keepdims=True)
                 ent = -(pi * logpi).sum(axis=1, keepdims=True)
                 d = -a.kl_coef * pi * (logpi - logref - kl) - a.entropy_coef * pi * (logpi + ent)
-                sq = sq + 2.0 * d * mean + d * d
-                mean = mean + d
-                jac = jac - (a.kl_coef + a.entropy_coef) * pi * (1.0 - pi)
-            _reduce(A.Z, mean, sq, jac, red_s, red_v)
+                _reduce(A.Z, mean, sq, jac - q * (a.kl_coef + a.entropy_coef) * pi * (1.0 - pi), red_s, red_v)
+                _reduce(A.Z, d, d * d, d * mean, reg_s, reg_v)
+            else:
+                _reduce(A.Z, mean, sq, jac, red_s, red_v)
         else:
             _fused_stats(pi, A.Y, t, A.Z, red_s, red_v)
-        f = 1.0
-        if a.zero_var_filter:
-            f = max(float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n)), 1.0 / self.bp)
-        red_s /= D * np.array([f, f * f, f])[:, None]
-        red_v /= D * np.array([f, f * f, f])[:, None, None]
-        mask = A.mask
-        out = {
-            "beta": _Stats(A.bs * red_s[0] * mask, A.bs**2 * np.maximum(red_s[1] - red_s[0] ** 2, 0.0) / self.bp * mask,
-                           A.bs**2 * red_s[2] * mask),
-            "V": _Stats(A.vs * red_v[0] * mask, A.vs**2 * np.maximum(red_v[1] - red_v[0] ** 2, 0.0) / self.bp * mask,
-                        A.vs**2 * red_v[2] * mask),
-        }
+        out = {}
+        for name, red, reg, scale in (("beta", red_s / D, reg_s / D, A.bs), ("V", red_v / D, reg_v / D, A.vs)):
+            s0, s1, jq = red
+            d0, d1, x = reg
+            var = c * (s1 / q - (s0 / q) ** 2) + d1 - d0**2 + 2.0 * (x - s0 * d0) / q
+            out[name] = _Stats(scale * (s0 / q + d0) * A.mask, scale**2 * np.maximum(var, 0.0) / self.bp * A.mask,
+                               scale**2 * jq / q * A.mask)
         if "U" in self.blocks:
-            g = A.us * mean * mask / (self.bp * f)
-            out["U"] = _Stats(g, np.maximum(A.us**2 * sq * mask / (self.bp * f) ** 2 - g * g, 0.0),
-                              A.us**2 * jac * mask / (self.bp * f))
+            # row i's update when it is drawn: us (g_i / K + d_i / B_problem), with K ~ B_problem q
+            x1 = mean / q + d
+            x2 = sq / q**2 + 2.0 * d * mean / q + d * d
+            g = A.us * x1 * A.mask / self.bp
+            out["U"] = _Stats(g, np.maximum(A.us**2 * x2 * A.mask / self.bp**2 - g * g, 0.0),
+                              A.us**2 * (jac / q - (a.kl_coef + a.entropy_coef) * pi * (1.0 - pi)) * A.mask / self.bp)
         return out
+
+    def filter_factors(self, p: np.ndarray) -> tuple[float, float, float]:
+        """``(q, P, c)`` of the zero-variance filter: the informative share of the groups in a
+        step that updates, the probability that a step updates at all, and
+        ``c = B_problem E[1 / K | K > 0]`` for K the number of informative groups.
+
+        Without the filter all three are 1. With it, a group is informative with
+        probability ``q_i = 1 - p_i^n - (1 - p_i)^n``; a batch slot is a uniform draw, so
+        ``K ~ Bin(B_problem, q)`` with ``q = mean_i q_i`` (exact for draws with
+        replacement). The kernel skips a step with ``K = 0``, so
+        ``P = 1 - (1 - q)^B_problem``, and otherwise divides the summed policy gradient by K.
+        A slot's gradient g_b is zero unless its group is informative, and then
+        ``K = 1 + K'`` with ``K' ~ Bin(B_problem - 1, q)`` the other slots, so
+        ``E[g_b / K; K > 0] = E[g_b] E[1 / (1 + K')] = E[g_b] P / (B_problem q)``. Summed over
+        the slots and given that the step happens, the expected update is
+        ``mean_i E[g_i] / q``. The optimiser (Adam's moments and step count) advances only in
+        the steps that happen, a share P of them.
+        """
+        if not self.algo.zero_var_filter:
+            return 1.0, 1.0, 1.0
+        q = float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n))
+        if q <= 0.0:
+            return 1.0, 0.0, 1.0
+        k = np.arange(1, self.bp + 1)
+        pk = binom.pmf(k, self.bp, min(q, 1.0))
+        active = float(pk.sum())
+        return q, active, float(self.bp * (pk / k).sum() / active)
 
     def _plan(self, name: str, st: _Stats, k: int, lr: float):
         """Per-step direction over the next k steps and the moments after them.
 
         Adam: ``m`` and ``v`` relax towards ``E[G]`` and ``E[G]^2 + Var[G]``; the step
         ``m_hat / (sqrt(v_hat) + eps)`` is damped by ``1 + k lr r``, with the restoring
-        rate ``r = max(0, -dE[G]/dx) / (sqrt(v_hat) + eps)``. Per-problem offsets ``U``
-        move only when their problem is drawn, a share B_problem / D of the steps.
+        rate ``r = max(0, -dE[G]/dx) / (sqrt(v_hat) + eps)``. A block moves in a share
+        ``per`` of the steps: P, the share of steps that update (:meth:`filter_factors`),
+        times B_problem / D for the per-problem offsets ``U`` (they move only when their
+        problem is drawn).
         """
         a, b = self.algo, self.blocks[name]
-        per = self.bp / self.d_full if name == "U" else 1.0
-        kk, t = k * per, (self.t_u + k * per if name == "U" else self.t + k)
+        per = self.active * (self.bp / self.d_full if name == "U" else 1.0)
+        kk, t = k * per, (self.t_u if name == "U" else self.t_adam) + k * per
+        if t <= 0.0:  # no optimiser step yet (every group so far filtered out)
+            return np.zeros_like(b.x), (None if a.optimizer == "sgd" else b.m), (None if a.optimizer == "sgd" else b.v)
         g = st.g - a.weight_decay * b.x if a.optimizer in ("sgd", "adam") else st.g
         if a.optimizer == "sgd":
             scale, m2, v2, d = 1.0, None, None, g
@@ -462,12 +517,14 @@ class _Integrator:
         for name, (d, m2, v2) in plan.items():
             b = self.blocks[name]
             if a.optimizer == "adamw" and a.weight_decay > 0:
-                b.x *= (1.0 - lr * a.weight_decay) ** (k * (self.bp / self.d_full if name == "U" else 1.0))
+                share = self.active * (self.bp / self.d_full if name == "U" else 1.0)
+                b.x *= (1.0 - lr * a.weight_decay) ** (k * share)
             b.x += k * lr * d
             if m2 is not None:
                 b.m, b.v = m2, v2
         if "U" in plan:
-            self.t_u += k * self.bp / self.d_full
+            self.t_u += k * self.active * self.bp / self.d_full
+        self.t_adam += k * self.active
         self.t += k
 
 

@@ -9,6 +9,11 @@ stages, as the study prescribes (tune n first, keep B_problem moderate): every n
 2x, 4x). Each curve runs to C, so the same
 curves give n*(C') for every C' <= C. ``verify`` simulates the three best with a few
 seeds (:func:`isosim.sim.run.simulate`) and checks the ranking.
+
+How sure a plan is comes from measurement, not from the mean field's curve error: over a
+fixed grid of planning cases, :mod:`isosim.plan.ranking` recorded how often the mean field's
+first choice was the simulator's best and the regret when it was not. A predicted lead of
+the first choice over the runner-up below the 90th-percentile regret is a near tie.
 """
 from __future__ import annotations
 
@@ -24,10 +29,8 @@ from ..sim.config import AlgoConfig, ModelConfig, SimConfig
 from ..sim.metrics import parse_metric
 from ..sim.population import Population, population_from_pass_rates
 from .predict import n_star, predict
+from .ranking import RankingError, confidence_level, ranking_error
 
-#: root-mean-square difference between mean-field and simulated validation curves on the
-#: easy and hard presets (docs/planner.md), rounded up: the planner's known error
-MEAN_FIELD_ERROR = {"avg": 0.012, "best": 0.013, "worst": 0.013}
 MAX_N = 2048
 MAX_B_PROBLEM = 1024
 #: training problems the mean field averages over, and validation problems it scores
@@ -82,14 +85,24 @@ class Plan:
     n_star_worst4: int
     verification: Verification | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    model: str = "strategies"
 
     @property
     def best(self) -> Candidate:
         return self.ranked[0]
 
     @property
+    def ranking_error(self) -> RankingError:
+        """The mean field's measured ranking error for this metric's family and model kind
+        (:mod:`isosim.plan.ranking`, the file shipped with the package)."""
+        return ranking_error(self.metric, self.model)
+
+    @property
     def error(self) -> float:
-        return MEAN_FIELD_ERROR[parse_metric(self.metric)[0]]
+        """The near-tie threshold: the measured 90th-percentile regret of the mean field's first
+        choice against the simulator's best, not below the measurement's noise
+        (:attr:`isosim.plan.ranking.RankingError.threshold`)."""
+        return self.ranking_error.threshold
 
     @property
     def gap(self) -> float:
@@ -99,11 +112,10 @@ class Plan:
 
     @property
     def confidence(self) -> str:
-        """high: the runner-up trails by more than twice the mean field's known error; medium: by
-        more than it; low: within it (a near tie)."""
-        if self.gap > 2 * self.error:
-            return "high"
-        return "medium" if self.gap > self.error else "low"
+        """high: the runner-up is predicted to trail by more than twice the near-tie threshold
+        (:attr:`error`); medium: by more than it; low: within it (a near tie,
+        :func:`isosim.plan.ranking.confidence_level`)."""
+        return confidence_level(self.gap, self.error)
 
     def reasoning(self) -> str:
         b, m = self.best, self.metric
@@ -115,9 +127,15 @@ class Plan:
         runner = self.ranked[1] if len(self.ranked) > 1 else None
         tie = ""
         if runner is not None:
+            r = self.ranking_error
             tie = (f" The runner-up (n = {runner.n}, B_problem = {runner.b_problem}) is predicted "
-                   f"{self.gap:+.4f} behind, against a known mean-field error of {self.error:.3f}: "
-                   f"{self.confidence} confidence.")
+                   f"{self.gap:+.4f} behind. Measured against the simulator over {r.cases} planning cases"
+                   f"{'' if r.model == 'all' else f' of the {r.model} model'}, "
+                   f"the mean field's first choice was the best simulated allocation in {r.hit_rate:.0%} of "
+                   f"them and fell short of it by {r.regret_mean:.4f} {r.family}@k on average, by at most "
+                   f"{r.regret_p90:.4f} in 90% (measurement noise {r.noise:.4f}): {self.confidence} confidence"
+                   + (" (a near tie: either allocation is as good as the mean field can tell)."
+                      if self.confidence == "low" else "."))
         return (
             f"With n = {b.n}, {self.zero_signal_start:.0%} of groups carry no signal at the start "
             f"(all {b.n} rollouts agree, p^n + (1-p)^n averaged over your pass rates) and "
@@ -128,6 +146,11 @@ class Plan:
             f"problems that rarely give any and a less noisy gradient. The mean field predicts "
             f"{m} {b.predicted[m]:.4f} (base {self.base[m]:.4f}).{tie}"
         )
+
+    def _measured(self) -> dict:
+        r = self.ranking_error
+        return {"regret_p90": r.regret_p90, "regret_mean": r.regret_mean, "hit_rate": r.hit_rate, "noise": r.noise,
+                "cases": r.cases, "model": r.model}
 
     def to_json(self) -> dict:
         b = self.best
@@ -141,7 +164,8 @@ class Plan:
             "metric": self.metric, "budget": self.budget, "b_max": self.b_max, "problems": self.problems,
             "base": {self.metric: self.base[self.metric]},
             "metrics": b.predicted,
-            "confidence": {"level": self.confidence, "gap": _num(self.gap), "mean_field_error": self.error},
+            "confidence": {"level": self.confidence, "gap": _num(self.gap), "threshold": self.error,
+                           **self._measured()},
             "mechanism": self.mechanism, "zero_signal": {"start": self.zero_signal_start, "end": b.zero_signal_end},
             "reasoning": self.reasoning(),
             "verify": None if self.verification is None else self.verification.as_json(),
@@ -196,6 +220,31 @@ def _population(values: np.ndarray, model: ModelConfig, seed: int) -> Population
     return population_from_pass_rates(values, val, model=model, seed=seed)
 
 
+def setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: AlgoConfig | None = None,
+          seed: int = 0) -> tuple[Population, SimConfig]:
+    """The population a plan for base pass rates ``values`` runs on (``MAX_VAL`` of them, at
+    random, for validation) and its base config (evaluated at ``k`` = 1, 4 and every k of
+    ``metrics``); :func:`simulate_candidate` simulates an allocation on the same pair."""
+    values = np.asarray(values, dtype=float).ravel()
+    model = model or ModelConfig()
+    ks = tuple(sorted({1, 4, *(parse_metric(m)[1] for m in metrics)}))
+    pop = _population(values, model, seed)
+    base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
+        population={"train_size": len(values), "val_size": len(pop.val)}, eval={"ks": ks})
+    return pop, base
+
+
+def simulate_candidate(base: SimConfig, pop: Population, n: int, b_problem: int, budget: float,
+                       seeds: int, seed: int = 0) -> list[dict[str, float]]:
+    """Final validation metrics of ``seeds`` simulated runs (seeds ``seed, seed + 1, ...``) of
+    one allocation, ``M = floor(budget / (n B_problem))`` steps, on :func:`setup`'s pair."""
+    from ..sim.run import simulate
+
+    cfg = base.replace(allocation={"n": int(n), "b_problem": int(b_problem), "budget": float(budget), "steps": 0},
+                       eval={"n_evals": 4})
+    return [simulate(cfg, seed + s, population=pop).final("val") for s in range(seeds)]
+
+
 def _candidates(curves: pd.DataFrame, metrics: list[str]) -> list[Candidate]:
     out = []
     for (n, bp), g in curves.groupby(["n", "B_problem"], sort=False):
@@ -209,41 +258,62 @@ def _candidates(curves: pd.DataFrame, metrics: list[str]) -> list[Candidate]:
 def plan(values, budget: float, b_max: int, metric: str = "avg@4", model: ModelConfig | None = None,
          algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0) -> Plan:
     """Recommend ``(n, B_problem, M)`` for base pass rates ``values`` (see the module docstring)."""
+    return plans(values, budget, b_max, (metric,), model, algo, verify, seeds, seed)[metric]
+
+
+def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelConfig | None = None,
+          algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0) -> dict[str, Plan]:
+    """One :func:`plan` per metric of ``metrics``, sharing the mean-field curves: stage 1 is
+    the same for every metric, stage 2 (the B_problem neighbours of the metric's three best n)
+    adds only the curves not run yet, and each metric ranks exactly the candidates its own
+    :func:`plan` would."""
     values = np.asarray(values, dtype=float).ravel()
-    check_inputs(values, float(budget), b_max, metric)
+    metrics = list(dict.fromkeys(metrics))
+    for metric in metrics:
+        check_inputs(values, float(budget), b_max, metric)
     if verify and seeds < 1:
         raise IsosimInputError(f"verify needs at least one seed, got {seeds}")
-    model = model or ModelConfig()
-    ks = tuple(sorted({1, 4, parse_metric(metric)[1]}))
-    metrics = list(dict.fromkeys([metric, "avg@4", "best@4", "worst@4"]))
+    shown = list(dict.fromkeys([*metrics, "avg@4", "best@4", "worst@4"]))
     d = len(values)
-    pop = _population(values, model, seed)
-    base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
-        population={"train_size": d, "val_size": len(pop.val)}, eval={"ks": ks})
+    pop, base = setup(values, metrics, model, algo, seed)
     bp0, stage1 = allocations_stage1(d, budget, b_max)
     opts = {"max_train": MAX_TRAIN, "seed": seed}
-    curves = predict(base, stage1, budget, pop, **opts)
-    ranked = sorted(_candidates(curves, metrics), key=lambda c: (-c.predicted[metric], c.batch, c.n))
-    stage2 = allocations_stage2([c.n for c in ranked[:3]], bp0, d, budget, b_max)
-    if stage2:
-        curves = pd.concat([curves, predict(base, stage2, budget, pop, **opts)], ignore_index=True)
-    ranked = sorted(_candidates(curves, metrics), key=lambda c: (-c.predicted[metric], c.batch, c.n))
+    runs = _by_allocation(predict(base, stage1, budget, pop, **opts))
+    first = _candidates(pd.concat(runs.values(), ignore_index=True), shown)
+    out = {}
+    for metric in metrics:
+        top = sorted(first, key=lambda c: (-c.predicted[metric], c.batch, c.n))[:3]
+        stage2 = allocations_stage2([c.n for c in top], bp0, d, budget, b_max)
+        todo = [a for a in stage2 if a not in runs]
+        if todo:
+            runs.update(_by_allocation(predict(base, todo, budget, pop, **opts)))
+        curves = pd.concat([runs[a] for a in dict.fromkeys([*stage1, *stage2])], ignore_index=True)
+        out[metric] = _plan_of(curves, values, metric, shown, budget, b_max, base.model.kind)
+        if verify:
+            out[metric] = _verify(out[metric], base, pop, seeds, seed)
+    return out
+
+
+def _by_allocation(curves: pd.DataFrame) -> dict[tuple[int, int], pd.DataFrame]:
+    return {(int(n), int(bp)): g for (n, bp), g in curves.groupby(["n", "B_problem"], sort=False)}
+
+
+def _plan_of(curves: pd.DataFrame, values: np.ndarray, metric: str, shown: list[str], budget: float,
+             b_max: int, model: str) -> Plan:
+    ranked = sorted(_candidates(curves, shown), key=lambda c: (-c.predicted[metric], c.batch, c.n))
     best = ranked[0]
     step0 = curves[(curves["split"] == "val") & (curves["step"] == 0)].iloc[0]
-    base_metrics = {m: float(step0[m]) for m in metrics}
+    base_metrics = {m: float(step0[m]) for m in shown}
     same_bp = [c for c in ranked if c.b_problem == best.b_problem]
     gain = {m: best.predicted[m] - base_metrics[m] for m in ("best@4", "worst@4")}
-    plan_ = Plan(
-        metric=metric, budget=float(budget), b_max=int(b_max), problems=d, base=base_metrics,
+    return Plan(
+        metric=metric, budget=float(budget), b_max=int(b_max), problems=len(values), base=base_metrics,
         ranked=tuple(ranked), n_star_curve=n_star(curves, metric, grid=_grid(curves, budget), hold=True),
         zero_signal_start=zero_signal_share(values, best.n),
         mechanism="sharpening" if gain["worst@4"] > gain["best@4"] else "coverage",
         n_star_best4=best_key({c.n: c.predicted["best@4"] for c in same_bp}),
-        n_star_worst4=best_key({c.n: c.predicted["worst@4"] for c in same_bp}),
+        n_star_worst4=best_key({c.n: c.predicted["worst@4"] for c in same_bp}), model=model,
     )
-    if verify:
-        plan_ = _verify(plan_, base, pop, seeds, seed)
-    return plan_
 
 
 def _grid(curves: pd.DataFrame, budget: float) -> np.ndarray:
@@ -257,15 +327,8 @@ def _verify(p: Plan, base: SimConfig, pop: Population, seeds: int, seed: int) ->
     """Simulate the top three candidates with ``seeds`` seeds; does the mean-field order hold?"""
     from dataclasses import replace
 
-    from ..sim.run import simulate
-
-    top = p.ranked[:3]
-    sims = []
-    for c in top:
-        cfg = base.replace(allocation={"n": c.n, "b_problem": c.b_problem, "budget": p.budget, "steps": 0},
-                           eval={"n_evals": 4})
-        sims.append(float(np.mean([simulate(cfg, seed + s, population=pop).final("val")[p.metric]
-                                   for s in range(seeds)])))
+    sims = [float(np.mean([r[p.metric] for r in simulate_candidate(base, pop, c.n, c.b_problem, p.budget, seeds,
+                                                                   seed)])) for c in p.ranked[:3]]
     holds = int(np.argmax(sims)) == 0
     return replace(p, verification=Verification(seeds, tuple(sims), holds))
 

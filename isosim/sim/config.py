@@ -114,11 +114,11 @@ class ModelConfig:
 
     kind: str = "strategies"
     # strategies
-    n_strategies: int = 64
+    n_strategies: int = 256
     rank: int = 8
     generality_a: float = 0.5
     generality_b: float = 4.0
-    prior_scale: float = 4.0  # std of the shared base logits beta0
+    prior_scale: float = 2.0  # std of the shared base logits beta0
     embed_scale: float = 2.0  # std of the problem-specific base logits z_i V0
     skill_link: float = 0.7  # share of the variance of "s solves i" explained by z_i (0: independent)
     # features

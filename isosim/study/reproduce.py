@@ -62,7 +62,7 @@ class Reproduction:
 
 
 def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = None, backend: str = "local",
-                  address: str | None = None, progress: bool = True, n_boot: int | None = None) -> Reproduction:
+                  address: str | None = None, progress: bool | None = None, n_boot: int | None = None) -> Reproduction:
     """Every finding sweep (resumable, under ``out/findings``), the Q1 analysis of easy and
     hard with bootstrap CIs, the twelve finding checks, and the Q1 figures."""
     out = Path(out)
@@ -120,6 +120,8 @@ def report(rep: Reproduction) -> str:
             lines.append(f"scaling law not fitted: {res.error}")
         lines.append("")
     lines.append("== the study's twelve findings (paper_figures/FINDINGS.md explains each) ==")
+    lines.append("verdict: holds / fails when the criterion holds / fails in at least 95% of bootstrap resamples of "
+                 "the seeds, inconclusive otherwise; P = the share of resamples where it holds")
     for f in rep.findings:
-        lines.append(f"{f['id']:>3}  {'holds' if f['holds'] else 'DOES NOT HOLD':<14} {f['title']}")
+        lines.append(f"{f['id']:>3}  {f['verdict']:<13} P = {f['p_holds']:<5.2f} {f['title']}")
     return "\n".join(lines)

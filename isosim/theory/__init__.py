@@ -12,6 +12,9 @@ with their derivations. Sections:
 * the GRPO update (2 outcomes, K-arm softmax, decoupled baseline): means and variances;
 * the tabular single-problem bound E[1 - p_t] ~ A/(n t) + B/t and the compute-optimal n;
 * KL-regularised iterated GRPO: the success-amplification map and its fixed point.
+
+The figures that draw these closed forms beside Monte Carlo and simulator checks are
+:mod:`isosim.theory.figures` (``isosim theory --figures DIR``), not imported here.
 """
 from ._core import ClosedForm, closed_form, closed_forms
 from .amplification import (

@@ -102,6 +102,11 @@ def advantage_value(c_, r, n: int, advantage: str = "mean"):
 
     mean: r - c/n; std: (r - c/n) / (sqrt(c (n - c))/n), 0 when c in {0, n};
     rloo: r - (c - r)/(n - 1) = (n r - c)/(n - 1).
+
+    The std is the population std of the group's rewards (ddof 0), as in the surrogate's
+    ``grpo`` advantage. The small-LM trainer (:func:`isosim.lm.grpo.group_advantages`), like
+    TRL and verl (``torch.std``), uses Bessel's correction (ddof 1), sqrt(c (n - c)/(n (n - 1))):
+    its std advantages are these times sqrt((n - 1)/n).
     """
     n = _check_adv(advantage, n)
     cc = np.asarray(c_, dtype=float)

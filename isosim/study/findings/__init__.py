@@ -21,6 +21,8 @@ from importlib import import_module
 from ...errors import IsosimInputError
 from ...experiments.sweep import SweepSpec
 from ._common import (  # noqa: F401
+    CALIBRATION_SEEDS,
+    EVALUATION_SEEDS,
     METRIC,
     SCALES,
     Finding,
@@ -35,11 +37,13 @@ from ._common import (  # noqa: F401
     n_star_law,
     n_star_table,
 )
+from ._verdict import FAILS, HOLDS, INCONCLUSIVE, N_BOOT, VERDICTS, decide
 from .dose_response import DOSES
 from .fixed_batch import fixed_batch_trend
 from .histograms import HIST_BINS, histogram_at
 
-__all__ = ["DOSES", "FINDINGS", "Finding", "HIST_BINS", "METRIC", "Results", "SCALES", "Scale", "check_findings",
+__all__ = ["CALIBRATION_SEEDS", "DOSES", "EVALUATION_SEEDS", "FAILS", "FINDINGS", "Finding", "HIST_BINS", "HOLDS",
+           "INCONCLUSIVE", "METRIC", "N_BOOT", "Results", "SCALES", "Scale", "VERDICTS", "check_findings", "decide",
            "final_by", "fit_n_star", "fixed_batch_trend", "get_finding", "histogram_at", "last_evaluations",
            "n_star_law", "n_star_table", "sweep_specs"]
 
@@ -81,12 +85,22 @@ def get_finding(fid: int) -> Finding:
     raise IsosimInputError(f"no finding {fid}: choose 1 to {len(FINDINGS)}")
 
 
-def check_findings(results: Results, ids=None) -> list[dict]:
-    """``[{"id", "title", "holds", "evidence"}]`` for the findings ``ids`` (default all)."""
-    out = []
+def check_findings(results: Results, ids=None, n_boot: int = N_BOOT) -> list[dict]:
+    """The findings ``ids`` (default all), each decided by :func:`._verdict.decide`.
+
+    ``[{"id", "title", "verdict", "holds", "p_holds", "resamples", "exact", "replicates",
+    "compared", "evidence"}]``: ``verdict`` is ``holds``, ``fails`` or ``inconclusive``;
+    ``holds`` is ``verdict == "holds"``; ``p_holds`` the bootstrap probability that the
+    criterion holds; ``compared`` every quantity the criterion compares with its value on all
+    seeds, bootstrap SE and 95% interval; ``evidence`` the check's other numbers on all seeds."""
+    out, memo = [], {}
     for f in FINDINGS:
         if ids is not None and f.id not in ids:
             continue
-        holds, evidence = f.check(results)
-        out.append({"id": f.id, "title": f.title, "holds": bool(holds), "evidence": _public(evidence)})
+        d = decide(f, results, n_boot, memo)
+        evidence = {k: v for k, v in d["evidence"].items() if k != "compared"}
+        out.append({"id": f.id, "title": f.title, "verdict": d["verdict"], "holds": d["verdict"] == HOLDS,
+                    "holds_on_all_seeds": d["holds_on_all_seeds"], "p_holds": round(d["p_holds"], 4),
+                    "resamples": d["resamples"], "exact": d["exact"], "replicates": d["replicates"],
+                    "compared": _public(d["compared"]), "evidence": _public(evidence)})
     return out

@@ -16,6 +16,13 @@ from ...sim.config import SimConfig
 
 METRIC = "avg@4"
 
+#: the seeds every finding is evaluated on: data seed 0 (the world and its problems) and training
+#: seeds derived from root seed 0 and the replicate (:func:`isosim.experiments.sweep.derive_seed`)
+EVALUATION_SEEDS = {"data_seed": 0, "root_seed": 0}
+#: the seeds the default model's knobs were chosen on (``paper_figures/calibrate.py``): other
+#: worlds and other training seeds, so no finding is evaluated on a run the calibration saw
+CALIBRATION_SEEDS = {"data_seeds": (1, 2, 3), "root_seed": 1}
+
 
 # --- scales and the finding record ------------------------------------------------------------
 
@@ -31,13 +38,15 @@ class Scale:
     q2_steps: tuple[int, ...]
     b_problems: tuple[int, ...]
     baseline_b_problem: int
+    #: more seeds for the cheap sweeps (one to three n) whose effects are of the size of the noise
+    seeds_many: tuple[int, ...] = ()
 
 
 SCALES = {
     "full": Scale("full", POWERS_OF_TWO, 2.0**23, (0, 1, 2, 3), (2, 4, 8, 16, 32, 64, 128, 256),
-                  (16, 32, 64, 128, 256, 512, 1024), (16, 32, 64, 128, 256), 128),
+                  (16, 32, 64, 128, 256, 512, 1024), (16, 32, 64, 128, 256), 128, tuple(range(12))),
     "quick": Scale("quick", (2, 8, 32, 128, 512, 2048), 2.0**22, (0, 1), (2, 8, 32, 128),
-                   (16, 64, 256, 1024), (16, 32, 64, 128), 32),
+                   (16, 64, 256, 1024), (16, 32, 64, 128), 32, (0, 1, 2, 3)),
 }
 
 
@@ -97,7 +106,7 @@ class Results:
 
     ``run=False`` only reads stored sweeps; ``replicates`` keeps only those seeds' runs."""
 
-    def __init__(self, root: str | Path, scale: str = "full", run: bool = True, progress: bool = False,
+    def __init__(self, root: str | Path, scale: str = "full", run: bool = True, progress: bool | None = None,
                  workers: int | None = None, backend: str = "local", address: str | None = None,
                  replicates: tuple[int, ...] | None = None):
         from . import sweep_specs
@@ -177,38 +186,51 @@ def _argmax(s: pd.Series) -> int:
     return int(best_key(s.to_dict()))
 
 
-def n_star_table(ev: pd.DataFrame, metric: str = METRIC) -> pd.DataFrame:
+def n_star_table(ev: pd.DataFrame, metric: str = METRIC, starts=None) -> pd.DataFrame:
     """n*(C) from the envelope of per-n reward curves, without a scaling law: the fitted arg-max
     of :mod:`isosim.analysis.n_star` (:func:`isosim.analysis.frontier.compute_optimal` on the
-    evaluations with compute > 0)."""
+    evaluations with compute > 0; ``starts``: per-n curves that start the fits)."""
     from ...analysis.frontier import compute_optimal
 
     d = ev.assign(value=ev[metric])[["run", "n", "B_problem", "compute", "value"]]
-    return compute_optimal(d[d["compute"] > 0], group=("n",))
+    return compute_optimal(d[d["compute"] > 0], group=("n",), starts=starts)
 
 
-def fit_n_star(ev: pd.DataFrame, metric: str = METRIC, n_boot: int = 0, seed: int = 0):
+def fit_n_star(ev: pd.DataFrame, metric: str = METRIC, n_boot: int = 0, seed: int = 0, curve_starts=None,
+               law_starts=None):
     """``(analysis, n_star, error)``: :func:`isosim.analysis.fit.analyse_runs`, or, when no law can be
-    fitted, ``(None, n_star_table(ev), reason)``."""
+    fitted, ``(None, n_star_table(ev), reason)``; the starts go to the fits (a warm refit)."""
     from ...analysis.fit import analyse_runs
 
     try:
-        an = analyse_runs(ev, metric=metric, n_boot=n_boot, seed=seed)
+        an = analyse_runs(ev, metric=metric, n_boot=n_boot, seed=seed, curve_starts=curve_starts,
+                          law_starts=law_starts)
     except IsosimInputError as exc:
-        return None, n_star_table(ev, metric), str(exc)
+        return None, n_star_table(ev, metric, curve_starts), str(exc)
     return an, an.n_star, None
 
 
-def n_star_law(ev: pd.DataFrame, metric: str = METRIC) -> dict[str, Any]:
-    """n*(C) and its sigmoid fit, or the reason there is none."""
-    an, ns, error = fit_n_star(ev, metric)
+def n_star_law(ev: pd.DataFrame, metric: str = METRIC, warm: dict | None = None) -> dict[str, Any]:
+    """n*(C) and its sigmoid fit, or the reason there is none. ``warm``: the law of similar data
+    (the same sweep on all seeds) whose fit starts this one (a bootstrap resample's)."""
+    starts = {} if warm is None else {"curve_starts": warm["curves"],
+                                      "law_starts": [tuple(warm["fit"].params().values())] if warm["fitted"] else None}
+    an, ns, error = fit_n_star(ev, metric, **starts)
     if an is None:
-        return {"fitted": False, "fit": None, "error": error, "n_star_top": int(ns["n"].iloc[-1]),
+        return {"fitted": False, "fit": None, "curves": ns.attrs["fits"], "error": error, "n_star_top": int(ns["n"].iloc[-1]),
                 "n_star_min": int(ns["n"].min()), "n_star_max": int(ns["n"].max()), "n_star": ns}
     law = an.law
-    return {"fitted": True, "fit": law, "L": law.L, "k": law.k, "log10_C0": law.log10_C0, "b": law.b, "r2": law.r2,
+    return {"fitted": True, "fit": law, "curves": an.curves, "L": law.L, "k": law.k, "log10_C0": law.log10_C0, "b": law.b, "r2": law.r2,
             "saturation_log2": law.saturation, "n_star_top": int(ns["n"].iloc[-1]),
             "n_star_min": int(ns["n"].min()), "n_star_max": int(ns["n"].max()), "n_star": ns}
+
+
+def law_compared(law: dict, prefix: str = "") -> dict:
+    """The numbers :func:`rise` compares, for the bootstrap: k, L, R^2 (NaN without a fit) and
+    log2 of the largest and the last n*."""
+    fitted = law["fitted"]
+    return {f"{prefix}{p}": (float(law[p]) if fitted else math.nan) for p in ("k", "L", "r2")} | {
+        f"{prefix}log2_n_star_max": math.log2(law["n_star_max"]), f"{prefix}log2_n_star_top": math.log2(law["n_star_top"])}
 
 
 def rise(law: dict, ns_tested) -> dict:
@@ -221,7 +243,7 @@ def _public(d: dict) -> dict:
     """Evidence as JSON-ready numbers (tables dropped, floats rounded)."""
     out = {}
     for k, v in d.items():
-        if isinstance(v, pd.DataFrame) or k == "fit":
+        if isinstance(v, pd.DataFrame) or k in ("fit", "curves"):
             continue
         if isinstance(v, dict):
             out[k] = _public(v)

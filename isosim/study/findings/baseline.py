@@ -8,10 +8,12 @@ def sweeps(sc: Scale) -> dict:
     bb = sc.baseline_b_problem
     m_base = int(sc.budget // (256 * 32))  # steps of the n = 256 baseline run at B_problem = 32
     return {
-        "baseline-n64": q1("baseline-n64", base("easy"), sc, n=(64,), b_problem=(bb,), budget=m_base * 64 * bb),
-        "baseline-n256": q1("baseline-n256", base("easy"), sc, n=(256,), b_problem=(bb,), budget=m_base * 256 * bb),
+        "baseline-n64": q1("baseline-n64", base("easy"), sc, n=(64,), b_problem=(bb,), budget=m_base * 64 * bb,
+                           seeds=sc.seeds_many),
+        "baseline-n256": q1("baseline-n256", base("easy"), sc, n=(256,), b_problem=(bb,), budget=m_base * 256 * bb,
+                            seeds=sc.seeds_many),
         "baseline-decoupled": q1("baseline-dec", base("easy", algo={"baseline_n": 256}), sc, n=(64,),
-                                 b_problem=(bb,), budget=m_base * 256 * bb),
+                                 b_problem=(bb,), budget=m_base * 256 * bb, seeds=sc.seeds_many),
     }
 
 
@@ -19,7 +21,8 @@ def check(r: Results) -> tuple[bool, dict]:
     v = {name: float(final_by(r.evals(f"baseline-{name}")).iloc[0]) for name in ("n256", "decoupled", "n64")}
     se = {name: _final_se(r.evals(f"baseline-{name}")) for name in v}
     ok = v["n256"] > v["decoupled"] > v["n64"]
-    return ok, {"final_avg@4": v, "se": se, "B_problem": r.specs["baseline-n64"].b_problem[0],
+    compared = {"n256_minus_decoupled": v["n256"] - v["decoupled"], "decoupled_minus_n64": v["decoupled"] - v["n64"]}
+    return ok, {"compared": compared, "final_avg@4": v, "se": se, "B_problem": r.specs["baseline-n64"].b_problem[0],
                 "steps": int(r.evals("baseline-n64")["step"].max())}
 
 

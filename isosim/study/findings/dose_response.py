@@ -18,7 +18,10 @@ def check(r: Results) -> tuple[bool, dict]:
         sat[f"{d:g}"] = law["n_star_top"]
     vals = [sat[f"{d:g}"] for d in DOSES]
     ok = all(b >= a for a, b in zip(vals, vals[1:])) and vals[-1] > vals[0]
-    return ok, {"metric_split": "train", "dose_is_shared_scale_beside_local_1": list(DOSES),
+    import math
+
+    compared = {f"log2_n_star_top_dose_{d}": math.log2(v) for d, v in sat.items()}
+    return ok, {"compared": compared, "metric_split": "train", "dose_is_shared_scale_beside_local_1": list(DOSES),
                 "n_star_top_by_dose": sat}
 
 

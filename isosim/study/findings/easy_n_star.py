@@ -1,11 +1,33 @@
 """Finding 1: on easy, the compute-optimal n*(C) rises with C and saturates."""
 from __future__ import annotations
 
-from ._common import METRIC, Finding, Results, Scale, _series, dose, easy, final_by, rise
+import math
+
+from ._common import (
+    METRIC,
+    Finding,
+    Results,
+    Scale,
+    _final_se,
+    _series,
+    base,
+    dose,
+    easy,
+    final_by,
+    law_compared,
+    q1,
+    rise,
+)
 
 
 def sweeps(sc: Scale) -> dict:
-    return {"easy": easy(sc), "dose-0": dose(sc, 0.0)}
+    return {"easy": easy(sc), "dose-0": dose(sc, 0.0),
+            "easy-lr-constant": q1("easy-lrconst", base("easy", algo={"lr_rule": "constant"}), sc)}
+
+
+def _summary(law: dict) -> dict:
+    return {k: law[k] for k in ("fitted", "n_star_min", "n_star_max", "n_star_top")} | (
+        {"k": law["k"], "L": law["L"], "saturation_log2": law["saturation_log2"]} if law["fitted"] else {})
 
 
 def check(r: Results) -> tuple[bool, dict]:
@@ -13,9 +35,13 @@ def check(r: Results) -> tuple[bool, dict]:
     law = r.law("easy")
     rs = rise(law, r.specs["easy"].n)
     abl = r.law("dose-0", "train")
-    ev_abl = {"n_star_top": abl["n_star_top"], "n_star_max": abl["n_star_max"], "fitted": abl["fitted"]}
-    return rs["rises"] and rs["saturates_below_max_n"], {**law, **rs, "final_by_n": _series(final_by(ev)),
-                                                         "ablation_no_interference_train": ev_abl}
+    const = r.law("easy-lr-constant")
+    largest = max(r.specs["easy"].n)
+    compared = law_compared(law) | {"log2_largest_n": math.log2(largest),
+                                    "constant_lr_log2_n_star_top": math.log2(const["n_star_top"])}
+    return rs["rises"] and rs["saturates_below_max_n"], {
+        **law, **rs, "final_by_n": _series(final_by(ev)), "final_se": _final_se(ev), "compared": compared,
+        "ablation_no_interference_train": _summary(abl), "ablation_constant_lr": _summary(const)}
 
 
 def make(results, out):
@@ -45,5 +71,6 @@ FINDING = Finding(
           "the frontier",
     mechanism="small n takes many noisy steps that move shared parameters for all problems at once; it learns the "
               "transferable skills fast, then its noise keeps it below the plateau larger n reaches",
-    ablation="interference off (shared = 0, per-problem offsets only, read on the training set): n* stays small",
+    ablation="interference off (shared = 0, per-problem offsets only, read on the training set): n* stays small; "
+             "constant LR instead of the sqrt(B) rule: n*(C) recomputed",
     sweeps_at=sweeps, check=check, figure=make)

@@ -34,7 +34,11 @@ def fixed_batch_trend(ev: pd.DataFrame) -> dict:
 def check(r: Results) -> tuple[bool, dict]:
     main = fixed_batch_trend(r.evals("q2-easy"))
     abl = fixed_batch_trend(r.evals("q2-easy-no-interference", "train"))
-    return main["rises"], {**main, "ablation_no_interference_train": abl}
+    import math
+
+    compared = {"spearman_n": main["spearman_n"], "log2_n_star_last_minus_first":
+                math.log2(main["n_star"][-1]) - math.log2(main["n_star"][0])}
+    return main["rises"], {**main, "compared": compared, "ablation_no_interference_train": abl}
 
 
 def make(results, out):

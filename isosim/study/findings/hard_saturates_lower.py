@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import Finding, Results, Scale, _series, easy, hard, rise
+from ._common import Finding, Results, Scale, _series, easy, hard, law_compared, rise
 
 
 def sweeps(sc: Scale) -> dict:
@@ -20,7 +20,8 @@ def check(r: Results) -> tuple[bool, dict]:
         t = r.raw(name)
         t = t[(t["metric"] == "zero_var_frac") & (t["step"] > 0)]
         zero[name] = _series(t.groupby("n")["value"].mean())
-    return rs["rises"] and lower, {"hard": hard_law, **{f"hard_{k}": v for k, v in rs.items()},
+    compared = law_compared(hard_law, "hard_") | {"easy_log2_n_star_top": sat["easy"]}
+    return rs["rises"] and lower, {"hard": hard_law, "compared": compared, **{f"hard_{k}": v for k, v in rs.items()},
                                    "log2_n_star_top": sat, "hard_saturates_lower": lower,
                                    "zero_signal_share_by_n": zero}
 

@@ -7,7 +7,8 @@ RULES = ("sqrt", "constant", "linear")
 
 
 def sweeps(sc: Scale) -> dict:
-    return {f"lr-{rule}": q1(f"lr-{rule}", base("easy", algo={"lr_rule": rule}), sc, n=(256,)) for rule in RULES}
+    return {f"lr-{rule}": q1(f"lr-{rule}", base("easy", algo={"lr_rule": rule}), sc, n=(256,), seeds=sc.seeds_many)
+            for rule in RULES}
 
 
 def check(r: Results) -> tuple[bool, dict]:
@@ -15,7 +16,8 @@ def check(r: Results) -> tuple[bool, dict]:
     for rule in RULES:
         v[rule] = float(final_by(r.evals(f"lr-{rule}")).iloc[0])
     ok = v["sqrt"] > v["constant"] and v["sqrt"] > v["linear"]
-    return ok, {"batch": 256 * 32, "final_avg@4": v, "se": _final_se(r.evals("lr-constant"))}
+    compared = {"sqrt_minus_constant": v["sqrt"] - v["constant"], "sqrt_minus_linear": v["sqrt"] - v["linear"]}
+    return ok, {"compared": compared, "batch": 256 * 32, "final_avg@4": v, "se": _final_se(r.evals("lr-constant"))}
 
 
 def make(results, out):

@@ -33,7 +33,9 @@ def check(r: Results) -> tuple[bool, dict]:
         mixed = final_by(r.evals("mix3-val-mix", f"val/{band}"))
         forget[band] = {"hard_only": float(hard_only.max()), "mixed": float(mixed.max())}
     loses = all(v["hard_only"] < v["mixed"] for v in forget.values())
-    return most and loses, {"subsets": subsets, "larger_n_wins_on": f"{wins}/{len(subsets)}",
+    compared = {"share_of_subsets_where_larger_n_wins": wins / len(subsets)} | {
+        f"{band}_mixed_minus_hard_only": v["mixed"] - v["hard_only"] for band, v in forget.items()}
+    return most and loses, {"compared": compared, "subsets": subsets, "larger_n_wins_on": f"{wins}/{len(subsets)}",
                             "best_final_avg@4_on_val_band": forget, "hard_only_loses_ground": loses}
 
 

@@ -23,7 +23,8 @@ def check(r: Results) -> tuple[bool, dict]:
     cells = pd.concat(rows)
     s = sensitivity(cells, at_B_problem=32, at_n=16)
     ratio = s.over_n / s.over_B_problem if s.over_B_problem > 0 else math.inf
-    return ratio >= 2, {"over_n_percent": s.over_n, "over_B_problem_percent": s.over_B_problem,
+    compared = {"over_n_percent": s.over_n, "over_B_problem_percent": s.over_B_problem, "ratio": ratio}
+    return ratio >= 2, {"compared": compared, "over_n_percent": s.over_n, "over_B_problem_percent": s.over_B_problem,
                         "ratio": ratio, "at_B_problem": s.at_B_problem, "at_n": s.at_n}
 
 

@@ -1,6 +1,8 @@
 """Finding 3: which n is best for worst@4 (sharpening) and best@4 (coverage), per difficulty."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ._common import Finding, Results, Scale, _argmax, _final_se, _series, base, easy, final_by, hard, q1
@@ -27,11 +29,14 @@ def check(r: Results) -> tuple[bool, dict]:
     xw = pd.Series(xh["worst@4"]).rename(index=int)
     x_ok = (xh["n_best_best@4"] >= ns[-3] and ns[0] < xh["n_best_worst@4"] < ns[-1]
             and xw[ns[-1]] < xw.max())
+    compared = {f"{p}_log2_n_best_{m}": math.log2(d[f"n_best_{m}"]) for p, d in (("easy", easy_m), ("hard", hard_m),
+                                                                                   ("extremely_hard", xh))
+                for m in ("worst@4", "best@4")} | {"extremely_hard_worst@4_max_minus_largest_n": xw.max() - xw[ns[-1]]}
     abl = {p: _mechanism(r.evals(f"{p}-drgrpo")) for p in ("easy", "hard")}
     abl_summary = {p: {"n_best_worst@4": a["n_best_worst@4"], "n_best_best@4": a["n_best_best@4"]}
                    for p, a in abl.items()}
     return sharpening and coverage and x_ok, {
-        "easy": easy_m, "hard": hard_m, "extremely_hard": xh, "easy_sharpening": sharpening,
+        "compared": compared, "easy": easy_m, "hard": hard_m, "extremely_hard": xh, "easy_sharpening": sharpening,
         "hard_coverage": coverage, "extremely_hard_pattern": x_ok, "ablation_no_std_scaling": abl_summary}
 
 

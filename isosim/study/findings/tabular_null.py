@@ -12,7 +12,10 @@ def check(r: Results) -> tuple[bool, dict]:
     law = r.law("easy-tabular", "train")
     small = sorted(r.specs["easy-tabular"].n)[:2]
     ok = law["n_star_max"] <= small[-1]
-    return ok, {"n_star_max": law["n_star_max"], "n_star_top": law["n_star_top"], "smallest_n": small,
+    import math
+
+    compared = {"log2_n_star_max": math.log2(law["n_star_max"]), "log2_second_smallest_n": math.log2(small[-1])}
+    return ok, {"compared": compared, "n_star_max": law["n_star_max"], "n_star_top": law["n_star_top"], "smallest_n": small,
                 "law_fitted": law["fitted"]}
 
 

@@ -23,7 +23,11 @@ def check(r: Results) -> tuple[bool, dict]:
     g_train, g_val = gain(tr), gain(va)
     gap = final_by(tr) - final_by(va)
     ok = lower and g_train > g_val
-    return ok, {"n_star_top_D500": small["n_star_top"], "n_star_top_D6000": big["n_star_top"],
+    import math
+
+    compared = {"log2_n_star_top_D500": math.log2(small["n_star_top"]),
+                "log2_n_star_top_D6000": math.log2(big["n_star_top"]), "gain_train_minus_val": g_train - g_val}
+    return ok, {"compared": compared, "n_star_top_D500": small["n_star_top"], "n_star_top_D6000": big["n_star_top"],
                 "saturates_lower": lower, f"n{n0}_last_3_doublings_gain_train": g_train,
                 f"n{n0}_last_3_doublings_gain_val": g_val, "final_train_minus_val_by_n": _series(gap)}
 
