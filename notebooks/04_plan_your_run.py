@@ -87,9 +87,11 @@ fig.tight_layout()
 print(p.reasoning())
 
 # %% [markdown]
-# How far to trust it: the mean field's reward curves are within about one seed-to-seed
-# standard deviation of the simulator's, and the plan states its confidence from the
-# predicted gap to the runner-up ([docs/planner.md](../docs/planner.md)). The planner knows
+# How far to trust it: the plan states its confidence from the predicted gap to the
+# runner-up, against the mean field's ranking error measured against the simulator; its
+# reward curves were within about one seed-to-seed standard deviation of the simulator's in
+# the full comparison, made with the earlier default model (64 strategies, prior scale 4;
+# [docs/planner.md](../docs/planner.md)). The planner knows
 # your pass rates, not your model: it predicts what a surrogate with those pass rates does
 # under GRPO. Next: [05 reading the LM validation results](05_lm_validation.ipynb), where a
 # real (small) language model is compared with the surrogate's prediction.
