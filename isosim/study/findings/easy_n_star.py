@@ -45,6 +45,8 @@ def check(r: Results) -> tuple[bool, dict]:
 
 
 def make(results, out):
+    import numpy as np
+
     from ...analysis.frontier import frontier
     from ...analysis.plotting import plot_frontier, plot_n_star
     from .style import figure, save
@@ -57,6 +59,10 @@ def make(results, out):
     plot_frontier(d, frontier(d), ax=a)
     a.set_title(f"easy: validation {METRIC}")
     plot_n_star(law["n_star"], law["fit"], ax=b)
+    const = results.law("easy-lr-constant")["n_star"]
+    b.step(np.log10(const["compute"]), np.log2(const["n"]), where="post", color="0.5", ls="--",
+           label="n*(C), constant LR")
+    b.legend(fontsize=7)
     b.set_title("n*(C)" + (f", L={law['L']:.1f}, R²={law['r2']:.2f}" if law["fitted"] else ""))
     abl = results.law("dose-0", "train")
     plot_n_star(abl["n_star"], None, ax=c)
