@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import io
 import os
 import subprocess
@@ -67,6 +68,12 @@ def _optional_guards() -> list[str]:
 
 
 GUARDS = _guards() + _optional_guards()
+# Import every guarded module (and build the parser, which imports the CLI) before any patch:
+# a module first imported while a patch is active would bind the sentinel for good (for example
+# ``from ..sim.run import simulate`` at the top of isosim.experiments.bench), and later tests
+# would meet it.
+for _name in GUARDS:
+    importlib.import_module(_name.rsplit(".", 1)[0])
 
 # --- the scratch folder: inputs, and what a bad path points at -------------------------------
 
@@ -154,6 +161,9 @@ def _cached_parser():
     if not _PARSER:
         _PARSER.append(build_parser())
     return _PARSER[0]
+
+
+_cached_parser()
 
 
 def _deny_writes_under(folder: Path):

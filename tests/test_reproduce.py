@@ -29,5 +29,5 @@ def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
     text = capsys.readouterr().out
     assert "n*" in text and "study" in text and "== the study's twelve findings" in text
     for f in res["findings"]:
-        assert f"{f['id']:>3}  {'holds' if f['holds'] else 'DOES NOT HOLD'}" in text
+        assert f"{f['id']:>3}  {f['verdict']:<13} P = {f['p_holds']:<5.2f} {f['title']}" in text
     json.dumps(res)  # plain JSON all the way down
