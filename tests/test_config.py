@@ -72,3 +72,11 @@ def test_lr_rules():
     assert AlgoConfig(lr=1e-3, lr_rule="sqrt").lr_at(4096) == pytest.approx(2e-3)
     assert AlgoConfig(lr=1e-3, lr_rule="linear").lr_at(4096) == pytest.approx(4e-3)
     assert AlgoConfig(lr=1e-3, lr_rule="constant").lr_at(4096) == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("sections", [{"population": {"seed": -1}}, {"population": {"seed": 2**63}},
+                                      {"allocation": {"budget": 1e300}}, {"allocation": {"budget": 2.0**63}}])
+def test_the_api_refuses_seeds_and_budgets_out_of_range(sections):
+    """Out-of-range data seeds and budgets are refused by the config itself, not only by the CLI."""
+    with pytest.raises(IsosimInputError):
+        SimConfig().replace(**sections).validate()

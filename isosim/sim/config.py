@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import tomllib
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -90,6 +91,8 @@ class PopulationConfig:
         if self.preset == "file":
             _check(not self.val_mixture_weights, "val_mixture_weights does not apply to preset 'file'")
             _check(bool(self.path), "preset 'file' needs a path to a pass-rate file")
+        _check(isinstance(self.seed, numbers.Integral) and 0 <= self.seed < 2**63,
+               f"the data seed must be an integer in [0, 2^63), got {self.seed!r}")
         _check(self.train_size >= 0, f"train_size must be >= 0, got {self.train_size}")
         _check(self.val_size >= 1, f"val_size must be >= 1, got {self.val_size}")
         _check(self.measure in ("exact", "sampled"), f"measure must be 'exact' or 'sampled', got {self.measure!r}")
@@ -210,7 +213,9 @@ class Allocation:
         _check(isinstance(self.b_problem, int) and self.b_problem >= 1,
                f"B_problem must be an integer >= 1, got {self.b_problem}")
         _check(self.steps >= 0, f"steps must be >= 0, got {self.steps}")
-        _check(_finite(self.budget) and self.budget >= 0, f"budget must be a finite number >= 0, got {self.budget}")
+        _check(_finite(self.budget) and 0 <= self.budget < 2**63,
+               f"budget must be a finite number of rollouts in [0, 2^63), got {self.budget}")
+        _check(self.steps < 2**63, f"steps must be below 2^63, got {self.steps}")
         _check((self.steps > 0) != (self.budget > 0), "give exactly one of steps (M) and budget (C)")
 
     def rollouts_per_step(self, algo: AlgoConfig) -> int:
