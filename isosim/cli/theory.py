@@ -51,22 +51,6 @@ def _check_out_file(out: str) -> None:
         raise IsosimInputError(f"--out: {problem}")
 
 
-def _check_figure_dir(path: str) -> None:
-    """A directory that exists, or one that can be created: its nearest existing ancestor is a
-    writable directory."""
-    if not path.strip():
-        raise IsosimInputError("--figures needs a directory path, got an empty string")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise IsosimInputError(f"--figures {path!r} exists and is not a directory")
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        raise IsosimInputError(f"--figures {path!r}: {probe!r} is a file, not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise IsosimInputError(f"--figures {path!r}: directory {probe!r} is not writable")
-
-
 def _only(text: str | None) -> list[str] | None:
     if text is None:
         return None
@@ -104,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     # every input is checked before anything is drawn or created
-    _check_figure_dir(fig_dir)
+    problem = output_problem(fig_dir, folder=True)
+    if problem:
+        raise IsosimInputError(f"--figures: {problem}")
     from ..experiments.progress import progress_bar, quiet_flag, write_above
     from ..theory.figures import select, write_figure
 
@@ -112,13 +98,11 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         _write_document(fmt, out)
     os.makedirs(fig_dir, exist_ok=True)
-    written = []
     with progress_bar(len(chosen), "theory figures", quiet_flag(getattr(args, "quiet", False)),
                       unit="figure") as bar:
         for fig in chosen:
             bar.set_postfix_str(fig.stem)
             paths = write_figure(fig, fig_dir, quick=getattr(args, "quick", False))
-            written += paths
             with write_above(bar):
                 print("\n".join(str(p) for p in paths), flush=True)
             bar.update()

@@ -61,7 +61,10 @@ class SeedResample:
         self.specs = parent.specs
 
     def _draw(self, name: str) -> tuple[int, ...]:
-        reps = replicate_set(self.parent, name)
+        key = ("replicates", name)
+        if key not in self.memo:
+            self.memo[key] = replicate_set(self.parent, name)
+        reps = self.memo[key]
         return self.draws.get(reps, reps)
 
     def _resampled(self, table: pd.DataFrame, draw: tuple[int, ...]) -> pd.DataFrame:
