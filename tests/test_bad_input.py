@@ -50,7 +50,7 @@ def _sentinel(*args, **kwargs):
 def _guards() -> list[str]:
     names = ["isosim.sim.run.simulate", "isosim.experiments.executors.make_executor",
              "isosim.experiments.bench.run_benchmarks", "isosim.plan.planner.predict", "isosim.theory.document",
-             "isosim.analysis.fit.analyse_runs"]
+             "isosim.analysis.fit.analyse_runs", "isosim.calibrate.calibration.calibrate"]
     try:
         import torch  # noqa: F401
     except ImportError:  # without torch, ``isosim lm validate`` refuses before any work
@@ -91,6 +91,12 @@ FILES = {
     "unknown.toml": "[allocation]\nbogus = 3\n",
     "spec_bad.toml": "id = 'x'\nquestion = 'Q9'\n",
     "existing/keep.txt": "stored results\n",
+    "one_n.csv": "\n".join(line for line in RUNS_CSV.splitlines() if not line.startswith("r4-")) + "\n",
+    "nan_runs.csv": "\n".join(line.rsplit(",", 1)[0] + ",nan" if i == 2 else line
+                               for i, line in enumerate(RUNS_CSV.splitlines())) + "\n",
+    "good.toml": "[model]\nkind = 'strategies'\n",
+    "bad_ensemble.toml": "[model]\nkind = 'strategies'\n#@ [[calibration.ensemble]]\n#@ lr = nan\n",
+    "unknown_knob.toml": "[model]\nkind = 'strategies'\n[[calibration.ensemble]]\nbogus = 1.0\n",
 }
 DIRS = ("adir", "existing", "ro")
 
@@ -113,7 +119,7 @@ def make_scratch(root: Path, existing_out: bool) -> Path:
     for name, text in FILES.items():
         (root / name).write_text(text)
     if existing_out:  # outputs that are stored already must come through unchanged
-        for name in ("out.csv", "out.png", "out.md"):
+        for name in ("out.csv", "out.png", "out.md", "out.toml"):
             (root / name).write_bytes(b"stored bytes \x00\xff")
         (root / "outdir").mkdir()
         (root / "outdir" / "keep.bin").write_bytes(b"stored \x00")
@@ -260,6 +266,8 @@ REPRODUCE = ("reproduce", "--quick", "--out=outdir", "--json", "--n-boot=2")
 FIGURES = ("figures", "--quick", "--root=outdir", "--out=outdir/figs", "--json")
 FIT = ("fit", "runs.csv", "--n-boot=0", "--plot=out.png")
 PLAN = ("plan", "--pass-rates=rates.csv", "--budget=1e4", "--b-max=64")
+# runs.csv: n = 2 and 4, two seeds each, B_problem 8 (the 8 problems of rates.csv), up to 3200 rollouts
+CALIBRATE = ("calibrate", "runs.csv", "--pass-rates=rates.csv", "--metric=avg@4", "--out=out.toml", "--json")
 THEORY = ("theory", "--out=out.md")
 LM = ("lm", "validate", "--quick", "--out=outdir", "--json")
 BENCH = ("bench", "--json", "--no-sweep")
@@ -288,6 +296,7 @@ CONFIG_DOMAINS = {
         "generality_a": bad_float(0), "generality_b": bad_float(0),
         "prior_scale": bad_float(0, lo_open=True), "embed_scale": bad_float(0, lo_open=True),
         "skill_link": bad_float(0, 1, lo_open=True, hi_open=True), "common": bad_float(0, 1, True, True),
+        "execution_a": bad_float(0, lo_open=True), "execution_b": bad_float(0),
         "logit_mean": bad_float(), "logit_std": bad_float(0, lo_open=True),
         "shared": bad_float(0, lo_open=True), "local": bad_float(0, lo_open=True),
     },
@@ -356,6 +365,24 @@ CASES = [
     Case(PLAN, "--metric", st.sampled_from(["avg@0", "avg@-1", "pass@x", "foo", "", "best@", "avg@1e9", "avg@4x"])),
     Case(PLAN, "--model", bad_choice(lambda t: t in ("strategies", "features", "tabular"))),
     Case(PLAN + ("--verify",), "--seeds", bad_int(1)),
+    Case(PLAN, "--model-config", MISSING_FILE | st.sampled_from(["bad.toml", "unknown.toml", "garbage.csv",
+                                                                 "bad_ensemble.toml", "unknown_knob.toml"])),
+    Case(PLAN + ("--model-config=good.toml",), "--model", st.sampled_from(["strategies", "features", "tabular"])),
+    Case(CALIBRATE, "", MISSING_FILE | st.sampled_from(["garbage.csv", "rates.csv", "plain.txt", "existing",
+                                                        "one_n.csv", "nan_runs.csv"])),
+    Case(CALIBRATE, "--pass-rates", MISSING_FILE | st.sampled_from(["garbage.csv", "bad_rates.csv", "nan_rates.csv",
+                                                                    "plain.txt"])),
+    Case(CALIBRATE, "--val-pass-rates", MISSING_FILE | st.sampled_from(["garbage.csv", "bad_rates.csv",
+                                                                        "nan_rates.csv"])),
+    # the pilots reach 3200 rollouts: a budget below that asks about less than they ran
+    Case(CALIBRATE, "--budget", bad_float(3199.0, huge=float(I64)) | st.sampled_from(["3199", "1e3", "0"])),
+    Case(CALIBRATE, "--metric", st.sampled_from(["avg@8", "", "run", "nan", "pass@4", "avg@0"])),
+    Case(CALIBRATE, "--n", st.sampled_from(["", ",", "0", "-2", "4096", "2,x", "nan", "1.5"])),
+    Case(CALIBRATE + ("--budget=4000",), "--n", st.sampled_from(["512", "1024,2048"])),
+    Case(CALIBRATE, "--config", MISSING_FILE | st.sampled_from(["bad.toml", "unknown.toml", "garbage.csv",
+                                                                "bad_ensemble.toml"])),
+    Case(CALIBRATE, "--workers", bad_int(1, 64)),
+    Case(CALIBRATE, "--out", BAD_OUT_FILE | st.sampled_from(["out.csv", "out", "out.json"]), ".toml"),
     Case(THEORY, "--out", BAD_OUT_FILE, ".md"),
     *([Case(("theory", "--figures=figs", "--quick"), "--only", st.sampled_from(["", ",", "0", "99", "nosuch", "1,x"])),
        Case(("theory", "--figures=figs", "--quick"), "--figures", BAD_OUT_DIR)] if _optional_guards() else []),
@@ -376,7 +403,9 @@ def test_every_subcommand_has_cases():
 def _argv(case: Case, value: str) -> list[str]:
     value = value.replace("{s}", case.suffix)
     if not case.flag:
-        return [*case.base, value] if case.base[0] != "fit" else [case.base[0], value, *case.base[2:]]
+        if case.base[0] in ("fit", "calibrate"):  # the positional argument comes first
+            return [case.base[0], value, *case.base[2:]]
+        return [*case.base, value]
     return [*case.base, f"{case.flag}={value}"]
 
 

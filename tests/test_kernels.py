@@ -22,6 +22,14 @@ VARIANTS = {
     "local-repeated-rows": {"population": {"train_size": 20}, "model": {"local": 1.0, "shared": 0.0}},
     "sgd-l2": {"algo": {"optimizer": "sgd", "weight_decay": 0.01, "lr": 0.3}},
     "features": {"model": {"kind": "features", "local": 0.5}},
+    # execution noise: Binomial successes per correct type; with local > 0 the execution offsets learn
+    "execution": {"model": {"execution_a": 2.0, "execution_b": 1.0}},
+    "execution-memorise": {"model": {"execution_a": 2.0, "execution_b": 1.0, "local": 0.5}},
+    "execution-memorise-rloo-sgd-baseline": {"model": {"execution_a": 2.0, "execution_b": 1.0, "local": 0.5},
+                                             "algo": {"advantage": "rloo", "optimizer": "sgd", "lr": 0.3,
+                                                      "baseline_n": 32, "zero_var_filter": True}},
+    "execution-repeated-rows": {"population": {"train_size": 20},
+                                "model": {"execution_a": 2.0, "execution_b": 1.0, "local": 1.0}},
     "tabular": {"model": {"kind": "tabular"}, "algo": {"lr_rule": "linear"}},
 }
 
@@ -57,7 +65,7 @@ def test_each_step_matches_numpy_twin(small_cfg, name):
         assert rng.bit_generator.state == twin_rng.bit_generator.state
 
 
-@pytest.mark.parametrize("name", ["grpo-adam", "features", "tabular"])
+@pytest.mark.parametrize("name", ["grpo-adam", "features", "tabular", "execution-memorise"])
 def test_whole_trace_matches_numpy_twin(small_cfg, name):
     cfg = small_cfg.replace(**VARIANTS[name])
     a = simulate(cfg, 3).table
@@ -269,7 +277,8 @@ def _toy(D, S, r, rewards, rng, L0=None):
     from isosim.sim.run import initial_state, sampling_order
 
     L0 = rng.normal(0, 1, (D, S)) if L0 is None else L0
-    data = kernels.TrainData(L0, rng.normal(0, 1, (D, r)), rewards, sampling_order(L0), np.ones(D), np.ones(S))
+    data = kernels.TrainData(L0, rng.normal(0, 1, (D, r)), rewards, sampling_order(L0), np.ones(D), np.ones(S),
+                             np.full(D, np.inf))
     return data, initial_state(D, S, r)
 
 
@@ -366,12 +375,11 @@ def _summed_logit_signal(p, n, adv, draws, seed):
     """n * d/dz of the group objective for a 2-outcome policy with logit z = logit(p)."""
     rng = np.random.default_rng(seed)
     pi = np.array([p, 1 - p])
-    y = np.array([1.0, 0.0])
     out = np.empty(2)
     vals = np.empty(draws)
     for j in range(draws):
-        c = rng.binomial(n, p)
-        kernels._group_grad(pi, y, np.array([c, n - c]), n, n, float(c), adv, 0.0, out)
+        c = rng.binomial(n, p)  # response 0 is the correct one: all its c rollouts succeed
+        kernels._group_grad(pi, np.array([c, n - c]), np.array([c, 0]), n, n, float(c), adv, 0.0, out)
         vals[j] = n * out[0]
     return vals
 
@@ -391,11 +399,11 @@ def test_summed_logit_signal_identities_per_draw():
         c = int(rng.integers(1, n))
         p = float(rng.uniform(0.01, 0.99))
         pi, y, cnt = np.array([p, 1 - p]), np.array([1.0, 0.0]), np.array([c, n - c])
-        kernels._group_grad(pi, y, cnt, n, n, float(c), kernels.ADV_DRGRPO, 0.0, out)
+        kernels._group_grad(pi, cnt, cnt * y, n, n, float(c), kernels.ADV_DRGRPO, 0.0, out)
         assert n * out[0] == pytest.approx(c * (n - c) / n)
-        kernels._group_grad(pi, y, cnt, n, n, float(c), kernels.ADV_GRPO, 0.0, out)
+        kernels._group_grad(pi, cnt, cnt * y, n, n, float(c), kernels.ADV_GRPO, 0.0, out)
         assert n * out[0] == pytest.approx(np.sqrt(c * (n - c)))
-        kernels._group_grad(pi, y, cnt, n, n, float(c), kernels.ADV_RLOO, 0.0, out)
+        kernels._group_grad(pi, cnt, cnt * y, n, n, float(c), kernels.ADV_RLOO, 0.0, out)
         assert n * out[0] == pytest.approx(c * (n - c) / (n - 1))
         assert out.sum() == pytest.approx(0.0, abs=1e-12)  # softmax logit gradients sum to zero
 

@@ -25,8 +25,30 @@ def test_group_moments_match_kernel_monte_carlo(adv, n):
     counts = rng.multinomial(n, pi, size=reps).astype(np.int64)
     g = np.empty((reps, 6))
     for r in range(reps):
-        kernels._group_grad(pi, y, counts[r], n, n, float(counts[r] @ y), ADV[adv], 1e-6, g[r])
+        kernels._group_grad(pi, counts[r], counts[r] * y.astype(np.int64), n, n, float(counts[r] @ y), ADV[adv], 1e-6, g[r])
     m = group_moments(pi, y, n, adv)
+    for mc, exact in ((g, m.mean), (g**2, m.sq)):
+        se = mc.std(axis=0) / np.sqrt(reps) + 1e-12
+        assert np.all(np.abs(mc.mean(axis=0) - exact) < 4.5 * se)
+
+
+@pytest.mark.parametrize("adv", ["grpo", "drgrpo", "rloo"])
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_group_moments_with_execution_noise_match_kernel_monte_carlo(adv, n):
+    """Execution noise: a correct type's rollouts succeed Binomial(c_s, e) times. The moments
+    with expected rewards ``y = e Y`` (the pair term has a one-correct case) match the kernel's
+    group gradient averaged over draws."""
+    rng = np.random.default_rng(100 + n)
+    pi = rng.dirichlet(np.ones(6))
+    y = np.array([1.0, 0, 1, 0, 0, 1])
+    e = 0.6
+    reps = 20000
+    counts = rng.multinomial(n, pi, size=reps).astype(np.int64)
+    wins = rng.binomial(counts * y.astype(np.int64), e)
+    g = np.empty((reps, 6))
+    for r in range(reps):
+        kernels._group_grad(pi, counts[r], wins[r], n, n, float(wins[r].sum()), ADV[adv], 1e-6, g[r])
+    m = group_moments(pi, e * y, n, adv)
     for mc, exact in ((g, m.mean), (g**2, m.sq)):
         se = mc.std(axis=0) / np.sqrt(reps) + 1e-12
         assert np.all(np.abs(mc.mean(axis=0) - exact) < 4.5 * se)
@@ -189,7 +211,13 @@ def test_n_star_of_curves_ties_and_edges():
 
 _REG = {"kl_coef": 0.2, "entropy_coef": 0.05}
 #: the model of each kind the variants run (features+local: shared features and per-problem offsets)
-MODEL_KINDS = {"strategies": {"n_strategies": 16, "rank": 4}, "features": {"kind": "features"},
+#: small strategies populations with execution noise on (the default has it off), and the model's
+#: other knobs pinned, so the variants do not move when the defaults do
+_SMALL = {"n_strategies": 16, "rank": 4, "prior_scale": 2.0, "generality_b": 4.0, "skill_link": 0.7,
+          "execution_a": 4.0, "execution_b": 1.5}
+MODEL_KINDS = {"strategies": {**_SMALL, "local": 0.0}, "features": {"kind": "features", "local": 0.0},
+               "strategies-no-execution": {**_SMALL, "local": 0.0, "execution_a": 0.0},
+               "strategies+local": {**_SMALL, "local": 0.5},
                "features+local": {"kind": "features", "local": 0.5}, "tabular": {"kind": "tabular"}}
 #: (population, model, n, algorithm changes)
 VARIANTS = [
@@ -198,6 +226,8 @@ VARIANTS = [
     *[("easy", "strategies", 4, {**_REG, "zero_var_filter": zf}) for zf in (False, True)],
     ("easy", "strategies", 4, {"optimizer": "sgd", "lr": 1.0, "advantage": "rloo"}),
     ("easy", "strategies", 4, {"optimizer": "adamw", "weight_decay": 0.01}),
+    ("easy", "strategies-no-execution", 4, {}),
+    *[("easy", "strategies+local", 4, {"zero_var_filter": zf}) for zf in (False, True)],
     *[("hard", "strategies", 8, {"zero_var_filter": True, **reg}) for reg in ({}, _REG)],
     *[("easy", "features", 4, {"zero_var_filter": zf}) for zf in (False, True)],
     ("easy", "features", 4, {**_REG, "zero_var_filter": True}),
@@ -222,9 +252,10 @@ def populations():
     f"{p}-{k}-n{n}-" + "-".join(f"{a}={v}" for a, v in al.items()) for p, k, n, al in VARIANTS])
 def test_every_variant_tracks_simulation(populations, preset, kind, n, algo):
     """Every advantage, the zero-variance filter off and on, the KL / entropy regulariser, the
-    optimisers and each model kind (with and without per-problem offsets), against 4 simulated
-    seeds (B_problem = 16; the validation curve, or the training curve for the tabular model,
-    whose validation set does not learn).
+    optimisers and each model kind (with and without per-problem offsets, the strategies model with
+    and without execution noise), against 4 simulated seeds (B_problem = 16; the validation curve,
+    or the training curve for the tabular model, whose validation set does not learn, and for the
+    strategies model with memorisation, whose execution offsets only training problems have).
     The filter matters here: at n = 4 on the easy band the share of zero-variance groups grows
     from about 0.2 to 0.8 as training converges, and at n = 8 on the hard band it starts at
     0.96, where more than half of the filtered steps have no informative group and are
@@ -240,7 +271,7 @@ def test_every_variant_tracks_simulation(populations, preset, kind, n, algo):
     informative share, as the mean field once did, fails the filter + KL cases (at the budget
     by 0.009 on easy strategies, 0.012 on features and 0.10 on hard)."""
     base, pop = populations[preset, kind]
-    split = "train" if kind == "tabular" else "val"
+    split = "train" if kind in ("tabular", "strategies+local") else "val"
     budget = 2.0**16 if kind == "tabular" else 2.0**15
     cfg = base.replace(algo=algo, allocation={"n": n, "b_problem": 16, "budget": budget})
     runs = pd.DataFrame({s: simulate(cfg, s, population=pop).curve("avg@4", split)

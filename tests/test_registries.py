@@ -103,7 +103,8 @@ def test_min_n_is_enforced(small_cfg, name):
 FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
 OTHER = {"kind", "shared", "local"}
 CHANGED = {"n_strategies": 12, "rank": 3, "generality_a": 0.9, "generality_b": 2.0, "prior_scale": 1.0,
-           "embed_scale": 0.5, "skill_link": 0.2, "dim": 5, "common": 0.8, "logit_mean": 0.5, "logit_std": 1.0}
+           "embed_scale": 0.5, "skill_link": 0.2, "dim": 5, "common": 0.8, "logit_mean": 0.5, "logit_std": 1.0,
+           "execution_a": 1.5, "execution_b": 0.7}
 
 
 def _draw(cfg: ModelConfig):
@@ -115,7 +116,8 @@ def _draw(cfg: ModelConfig):
 
 def _same(a: base.Problems, b: base.Problems) -> bool:
     return all(x.shape == y.shape and np.array_equal(x, y)
-               for x, y in ((a.base_logits, b.base_logits), (a.features, b.features), (a.rewards, b.rewards)))
+               for x, y in ((a.base_logits, b.base_logits), (a.features, b.features), (a.rewards, b.rewards),
+                            (a.execution, b.execution)))
 
 
 @pytest.mark.parametrize("kind", list(MODELS))
@@ -124,7 +126,8 @@ def test_each_model_declares_exactly_the_knobs_it_reads(kind):
     assert mod.NAME == kind
     assert set(mod.KNOBS) <= FIELDS - OTHER
     assert set(CHANGED) == FIELDS - OTHER  # the test knows every knob
-    cfg = ModelConfig(kind=kind)
+    # execution noise on (execution_a > 0; off by default), so that execution_b shapes the draws too
+    cfg = ModelConfig(kind=kind, execution_a=2.0)
     ref = _draw(cfg)
     assert learn_mask(cfg).shape == (ref.base_logits.shape[1],)
     for knob, value in CHANGED.items():

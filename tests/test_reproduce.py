@@ -1,6 +1,8 @@
 """The main job end to end at its quick size, and the figures it writes."""
 import json
 
+import pytest
+
 from isosim.cli import main
 from isosim.study.reproduce import STUDY_Q1, reproduce_specs
 
@@ -31,3 +33,25 @@ def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
     for f in res["findings"]:
         assert f"{f['id']:>3}  {f['verdict']:<13} P = {f['p_holds']:<5.2f} {f['title']}" in text
     json.dumps(res)  # plain JSON all the way down
+
+
+def test_reproduce_json_reports_levels_per_n(quick_reproduction):
+    """``base_value`` and ``per_n`` recomputed from the stored long-format sweep: the best
+    validation avg@4 each run reaches, mean and standard error over the replicates of each n."""
+    import numpy as np
+
+    from isosim.study.findings import Results
+
+    out, res = quick_reproduction
+    results = Results(out / "findings", "quick")
+    for preset in ("easy", "hard"):
+        raw = results.raw(preset)
+        val = raw[(raw["split"] == "val") & (raw["metric"] == "avg@4")]
+        assert res[preset]["base_value"] == pytest.approx(val.loc[val["step"] == 0, "value"].mean(), rel=1e-12)
+        rows = res[preset]["per_n"]
+        assert [r["n"] for r in rows] == sorted(reproduce_specs(True)[preset].n)
+        for r in rows:
+            best = val[val["n"] == r["n"]].groupby("run")["value"].max().to_numpy()
+            assert r["best_value"] == pytest.approx(best.mean(), rel=1e-12)
+            assert r["se"] == pytest.approx(best.std(ddof=1) / np.sqrt(len(best)), rel=1e-9)
+            assert r["best_value"] > res[preset]["base_value"]  # every n learns something

@@ -276,3 +276,51 @@ def test_pass_rate_histogram_metrics_match_the_snapshots(small_cfg):
     p = tr.snapshots[(tr.snapshots["step"] == tr.steps) & (tr.snapshots["split"] == "train")]["pass_rate"]
     expected = np.histogram(p, bins=5, range=(0, 1))[0] / len(p)
     assert np.allclose(hist.to_numpy(), expected) and abs(hist.sum() - 1) < 1e-12
+
+
+def test_execution_bounds_held_out_problems_and_only_memorisation_lifts_it(small_cfg):
+    """Execution noise: a problem's pass rate is ``e_i * (mass on correct strategies)``, so no
+    amount of shared learning takes a validation problem above its ``e_i``; a training problem
+    goes above it only through its memorised execution offset (``local > 0``)."""
+    from isosim.sim.models.base import execution_rates
+    from isosim.sim.population import build_population
+
+    cfg = small_cfg.replace(model={"execution_a": 2.0, "execution_b": 1.0},
+                            allocation={"n": 8, "b_problem": 16, "steps": 400}, eval={"snapshot_steps": (400,)})
+    pop = build_population(cfg.population, cfg.model)
+    e_train, e_val = (execution_rates(ps.problems.execution) for ps in (pop.train, pop.val))
+    assert np.isfinite(pop.train.problems.execution).all() and e_val.min() < 0.9
+    for local, train_above in ((0.0, False), (1.0, True)):
+        run = cfg.replace(model={"local": local})
+        snap = simulate(run, 0, population=pop).snapshots
+        p_val = snap[snap["split"] == "val"].sort_values("problem")["pass_rate"].to_numpy()
+        p_train = snap[snap["split"] == "train"].sort_values("problem")["pass_rate"].to_numpy()
+        assert np.all(p_val <= e_val + 1e-12)
+        assert np.mean(p_val / e_val) > 0.5  # the strategies part did learn
+        assert (np.max(p_train - e_train) > 0.01) == train_above
+        assert np.all(p_train <= e_train + 1e-12) == (not train_above)
+
+
+def test_models_without_execution_noise_draw_no_extra_random_numbers(small_cfg):
+    """``execution_a = 0`` is the model without execution noise: every execution logit is +inf,
+    and training consumes the same random stream as a kernel that never heard of execution
+    (the wins of a correct type are its counts, no binomial draws)."""
+    import copy
+
+    from isosim.sim import kernels
+    from isosim.sim import run as sm
+    from isosim.sim.population import build_population
+
+    cfg = small_cfg.replace(model={"execution_a": 0.0})
+    pop = build_population(cfg.population, cfg.model)
+    assert np.isinf(pop.train.problems.execution).all()
+    fpar, ipar = sm.kernel_params(cfg)
+    st = sm.initial_state(len(pop.train), 16, 4)
+    data = sm.train_data(pop.train, cfg)
+    rng = np.random.default_rng(3)
+    shadow = copy.deepcopy(rng)
+    kernels.train_steps(rng, data, st, fpar, ipar, 0, 1)
+    # the same step by hand: the epoch shuffle, then one categorical draw per rollout (n <= 32)
+    shadow.shuffle(np.arange(len(pop.train)))
+    shadow.random(cfg.allocation.n * cfg.allocation.b_problem)
+    assert rng.bit_generator.state == shadow.bit_generator.state

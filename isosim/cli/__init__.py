@@ -14,7 +14,7 @@ import sys
 from ..errors import IsosimInputError
 
 #: subcommand modules, in the order ``isosim --help`` lists them
-SUBCOMMANDS = ("reproduce", "figures", "simulate", "sweep", "fit", "plan", "theory", "lm", "bench")
+SUBCOMMANDS = ("reproduce", "figures", "simulate", "sweep", "fit", "plan", "calibrate", "theory", "lm", "bench")
 
 
 class _Parser(argparse.ArgumentParser):

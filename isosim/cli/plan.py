@@ -16,7 +16,8 @@ DESCRIPTION = """\
 Recommend the rollout allocation (n rollouts per problem, B_problem problems per batch, M steps,
 n * B_problem <= B_max, n * B_problem * M <= C) for a base model's per-problem pass rates, from
 the mean-field dynamics of a surrogate trained by GRPO (seconds, no simulation). --verify checks
-the three best allocations with a small simulated sweep."""
+the three best allocations with a small simulated sweep. --model-config plans with a model
+calibrated to pilot runs (`isosim calibrate`), and takes the confidence from its ensemble."""
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -29,7 +30,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--b-max", required=True, type=int_range(2), metavar="B", help="largest rollout batch n * B_problem")
     p.add_argument("--metric", default="avg@4", help="validation metric to maximise: avg@k, best@k, worst@k "
                                                      "(default: avg@4)")
-    p.add_argument("--model", default="strategies", choices=list(MODELS), help="surrogate model (default: strategies)")
+    p.add_argument("--model", choices=list(MODELS), help="surrogate model (default: strategies)")
+    p.add_argument("--model-config", metavar="FILE",
+                   help="plan with a calibrated model (the TOML `isosim calibrate --out` writes, or any config "
+                        "file): its model and algo sections, and its ensemble for the confidence")
     p.add_argument("--verify", action="store_true", help="simulate the three best allocations (2 seeds each)")
     p.add_argument("--seeds", type=positive_int, default=2, help="seeds per allocation with --verify (default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -43,9 +47,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise IsosimInputError(f"--seeds must be >= 1, got {args.seeds}")
+    model, algo, ensemble = ModelConfig(kind=args.model or "strategies"), None, None
+    if args.model_config is not None:
+        from ..calibrate.config_file import read_model_config
+
+        if args.model is not None:
+            raise IsosimInputError("give --model or --model-config, not both (the model config names its model)")
+        mc = read_model_config(args.model_config)
+        model, algo, ensemble = mc.config.model, mc.config.algo, mc.members()[1:]
     values = load_pass_rates(args.pass_rates)
-    result = plan(values, args.budget, args.b_max, args.metric, ModelConfig(kind=args.model),
-                  verify=args.verify, seeds=args.seeds)
+    result = plan(values, args.budget, args.b_max, args.metric, model, algo, verify=args.verify, seeds=args.seeds,
+                  ensemble=ensemble)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -62,19 +74,27 @@ def report(p, source: str = "") -> str:
         "",
         f"recommended: n = {b.n}, B_problem = {b.b_problem}, M = {b.steps} steps "
         f"(batch {b.batch} rollouts, {b.batch * b.steps:,} rollouts in all)",
-        f"predicted {m} = {b.predicted[m]:.4f} (base {p.base[m]:.4f}); confidence {p.confidence} "
-        f"(gap to the runner-up {_fmt(p.gap)}, near-tie threshold {p.error:.4f} from the measured ranking error)",
+        f"predicted {m} = {b.predicted[m]:.4f} (base {p.base[m]:.4f}); confidence {p.confidence} " + (
+            f"(gap to the runner-up {_fmt(p.gap)}, near-tie threshold {p.error:.4f} from the measured ranking error)"
+            if p.ensemble is None else
+            f"({p.ensemble.agree:.0%} of the {p.ensemble.members} ensemble members pick n = {b.n}; their n* "
+            f"{p.ensemble.n_low} to {p.ensemble.n_high})"),
         "",
         f"  {'rank':>4} {'n':>6} {'B_problem':>9} {'M':>8}  " + "  ".join(f"{x:>8}" for x in _cols(p)),
     ]
     for i, c in enumerate(p.ranked[:6], 1):
         lines.append(f"  {i:>4} {c.n:>6} {c.b_problem:>9} {c.steps:>8}  "
                      + "  ".join(f"{c.predicted[x]:>8.4f}" for x in _cols(p)))
-    lines += ["", "compute-optimal n*(C) on the way to the budget:", f"  {'compute':>10} {'n*':>6} {'B_problem':>9}"]
+    ens = p.ensemble
+    lines += ["", "compute-optimal n*(C) on the way to the budget:", f"  {'compute':>10} {'n*':>6} {'B_problem':>9}"
+              + ("" if ens is None else f"  ensemble n* (B_problem {ens.b_problem})")]
     curve = p.n_star_curve
     rows = sorted(set(np.linspace(0, len(curve) - 1, min(len(curve), 12)).round().astype(int)))
-    for c, n, bp in curve.iloc[rows][["compute", "n", "B_problem"]].itertuples(index=False):
-        lines.append(f"  {c:>10.3g} {n:>6} {bp:>9}")
+    for i, (c, n, bp) in zip(rows, curve.iloc[rows][["compute", "n", "B_problem"]].itertuples(index=False)):
+        extra = ""
+        if ens is not None and math.isfinite(ens.curve["n_low"].iloc[i]):
+            extra = f"  {int(ens.curve['n_low'].iloc[i])} to {int(ens.curve['n_high'].iloc[i])}"
+        lines.append(f"  {c:>10.3g} {n:>6} {bp:>9}{extra}")
     lines += ["", "reasoning: " + p.reasoning()]
     if p.verification is not None:
         v = p.verification

@@ -33,6 +33,16 @@ step is averaged over its informative groups and a step without one is skipped, 
 KL / entropy term stays averaged over the whole batch (:meth:`_Integrator.filter_factors`,
 :meth:`_Integrator.stats`).
 
+Execution noise (a rollout of a correct type succeeds with probability ``e_i``) makes a
+rollout's reward Bernoulli(``y_is = e_i Y_is``); the expected gradient above is linear in the
+rewards, so it holds with ``y`` in place of ``Y`` and ``p = sum_s pi_s y_s``. The second moment
+is exact (a pair of rollouts of one type is 2, 1 or 0 times correct); the Jacobian, which only
+damps the integration, interpolates linearly in ``y`` between the 0/1 cases. With
+the memorisation path on, a training problem's execution offset follows its expected gradient
+``q_i e_i (1 - e_i) (E[A+(c'+1)] - E[A-(c')])`` (``q_i = p_i / e_i``, the strategy pass rate),
+with the single-rollout term ``q_i e_i (1 - e_i) ((1 - e_i) E[A+^2] + e_i E[A-^2]) / n`` added to
+its square for the optimiser's second moment.
+
 This module holds the model (:func:`mean_field`, :class:`MeanFieldTrace` and the tables and
 integrator behind them); curves over allocations and their n*(C) are :mod:`isosim.plan.predict`,
 the comparison with simulated sweeps :mod:`isosim.plan.agreement`.
@@ -78,12 +88,13 @@ def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def signal_table(n: int, advantage: str = "grpo", std_eps: float = 1e-6) -> np.ndarray:
-    """(8, G) table on :data:`GRID_LOGIT`: E[A+(c'+1)], E[A-(c')], E[A+(c'+1)^2] / n,
-    E[A-(c')^2] / n, (n-1)/n E[A+(c''+2)^2], (n-1)/n E[A-(c'')^2], and the derivatives of
-    the first two with respect to logit(p)."""
+    """(9, G) table on :data:`GRID_LOGIT`: E[A+(c'+1)], E[A-(c')], E[A+(c'+1)^2] / n,
+    E[A-(c')^2] / n, (n-1)/n E[A+(c''+2)^2], (n-1)/n E[A-(c'')^2], the derivatives of
+    the first two with respect to logit(p), and (n-1)/n E[A+(c''+1) A-(c''+1)] (two rollouts
+    of one type, one correct: execution noise)."""
     p = expit(GRID_LOGIT)[:, None]
     ap, am = advantages(n, advantage, std_eps)
-    out = np.zeros((8, GRID_LOGIT.size))
+    out = np.zeros((9, GRID_LOGIT.size))
     if n < 2:
         return out
     k1 = np.arange(n)
@@ -94,6 +105,7 @@ def signal_table(n: int, advantage: str = "grpo", std_eps: float = 1e-6) -> np.n
     w2 = _binom_pmf(n - 2, p)
     out[4], out[5] = (n - 1) / n * (w2 @ ap[k2 + 2] ** 2), (n - 1) / n * (w2 @ am[k2] ** 2)
     out[6], out[7] = np.gradient(out[0], GRID_LOGIT), np.gradient(out[1], GRID_LOGIT)
+    out[8] = (n - 1) / n * (w2 @ (ap[k2 + 1] * am[k2 + 1]))
     return out
 
 
@@ -115,8 +127,8 @@ def lookup(table: np.ndarray, p) -> np.ndarray:
 
 
 def _row_table(n: int, advantage: str, std_eps: float, p: np.ndarray) -> np.ndarray:
-    """(10, D): the table at each row's pass rate, then 1/p and -1/(1-p)."""
-    out = np.empty((10, p.shape[0]))
+    """(11, D): the table at each row's pass rate, then 1/p and -1/(1-p)."""
+    out = np.empty((11, p.shape[0]))
     _lookup_rows(signal_table(int(n), advantage, float(std_eps)), GRID_LOGIT[0], GRID_LOGIT[1] - GRID_LOGIT[0],
                  np.ascontiguousarray(p, dtype=float), out)
     return out
@@ -132,30 +144,36 @@ def _lookup_rows(table, g0, dg, p, out):
         f = u - j
         for row in range(table.shape[0]):
             out[row, i] = table[row, j] * (1.0 - f) + table[row, j + 1] * f
-        out[8, i] = 1.0 / q
-        out[9, i] = -1.0 / (1.0 - q)
+        out[9, i] = 1.0 / q
+        out[10, i] = -1.0 / (1.0 - q)
 
 
 @njit(cache=True)
 def _coeffs(t, i, c):
-    """Row i's moment coefficients: (wrong-type value, correct minus wrong) for F, the two
-    second-moment terms and dF/dl."""
-    c[0], c[2], c[4], c[6] = t[1, i], t[3, i], t[5, i], t[7, i] * t[9, i]
-    c[1], c[3], c[5], c[7] = t[0, i] - c[0], t[2, i] - c[2], t[4, i] - c[4], t[6, i] * t[8, i] - c[6]
+    """Row i's moment coefficients: (wrong-type value, correct minus wrong) for F, the
+    single-rollout second moment and dF/dl; the pair second moment ``c4 + y c5 + y^2 c8``.
+
+    A rollout of type s is correct with probability ``y_s`` (0/1 without execution noise), so
+    a pair of them is two, one or no correct rollouts with probabilities ``y^2``, ``2y(1-y)``,
+    ``(1-y)^2``: ``(1-y)^2 E[A-^2] + 2y(1-y) E[A+ A-] + y^2 E[A+^2]``."""
+    c[0], c[2], c[4], c[6] = t[1, i], t[3, i], t[5, i], t[7, i] * t[10, i]
+    c[1], c[3], c[7] = t[0, i] - c[0], t[2, i] - c[2], t[6, i] * t[9, i] - c[6]
+    c[5] = 2.0 * (t[8, i] - t[5, i])
+    c[8] = t[4, i] + t[5, i] - 2.0 * t[8, i]
 
 
 @njit(cache=True)
 def _moments(pi, Y, t, mean, sq, jac):
     """Fill E[g], E[g^2] and dE[g_s]/dl_s per (row, type) from the row tables ``t``."""
     D, S = pi.shape
-    c = np.empty(8)
+    c = np.empty(9)
     for i in range(D):
         _coeffs(t, i, c)
         for s in range(S):
             q, y = pi[i, s], Y[i, s]
             m = q * (c[0] + y * c[1])
             mean[i, s] = m
-            sq[i, s] = q * (c[2] + y * c[3] + q * (c[4] + y * c[5]))
+            sq[i, s] = q * (c[2] + y * c[3] + q * (c[4] + y * (c[5] + y * c[8])))
             jac[i, s] = m * (1.0 - q) + q * q * (c[6] + y * c[7])
 
 
@@ -249,7 +267,7 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
     out_v[:, :, :] = 0.0
     D, S = pi.shape
     r = Z.shape[1]
-    c = np.empty(8)
+    c = np.empty(9)
     ms = np.empty((3, S))
     for i in range(D):
         _coeffs(t, i, c)
@@ -257,7 +275,7 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
             q, y = pi[i, s], Y[i, s]
             m = q * (c[0] + y * c[1])
             ms[0, s] = m
-            ms[1, s] = q * (c[2] + y * c[3] + q * (c[4] + y * c[5]))
+            ms[1, s] = q * (c[2] + y * c[3] + q * (c[4] + y * (c[5] + y * c[8])))
             ms[2, s] = m * (1.0 - q) + q * q * (c[6] + y * c[7])
             out_s[0, s] += ms[0, s]
             out_s[1, s] += ms[1, s]
@@ -311,6 +329,8 @@ class _Arrays:
     val_L0: np.ndarray
     val_Z: np.ndarray
     val_Y: np.ndarray
+    E: np.ndarray
+    val_E: np.ndarray
     mask: np.ndarray
     bs: float
     vs: float
@@ -325,7 +345,8 @@ def _arrays(config: SimConfig, pop: Population, max_train: int | None, seed: int
     sc = model_module(config.model).path_scales(config.model)
     c = np.ascontiguousarray
     return _Arrays(c(tr.base_logits[idx]), c(tr.features[idx]), c(tr.rewards[idx]), c(va.base_logits),
-                   c(va.features), c(va.rewards), learn_mask(config.model), sc.beta, sc.v, sc.u)
+                   c(va.features), c(va.rewards), c(tr.execution[idx]), c(va.execution), learn_mask(config.model),
+                   sc.beta, sc.v, sc.u)
 
 
 @dataclass
@@ -358,6 +379,8 @@ class _Integrator:
         shapes = {"beta": (S,), "V": (r, S)}
         if A.us > 0:
             shapes["U"] = A.L0.shape
+            if np.isfinite(A.E).any():
+                shapes["alpha"] = A.L0.shape[:1]
         self.blocks = {k: _Block(*(np.zeros(sh) for _ in range(3))) for k, sh in shapes.items()}
         self.t = 0
         self.t_adam = 0.0
@@ -367,8 +390,16 @@ class _Integrator:
         if a.kl_coef > 0 or a.entropy_coef > 0:
             self.ref, _ = self.policy(A.L0, A.Z, A.Y, False, base=True)
 
+    def execution(self, E: np.ndarray, use_u: bool) -> np.ndarray:
+        """``e_i = sigmoid(E_i + us alpha_i)`` (``alpha`` only for training rows, ``use_u``)."""
+        if use_u and "alpha" in self.blocks:
+            E = E + self.A.us * self.blocks["alpha"].x
+        with np.errstate(over="ignore"):
+            return expit(E)
+
     def policy(self, L0, Z, Y, use_u: bool, base: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Pass-rate-level view of the expected parameters: ``pi`` and ``p`` of each row."""
+        """Pass-rate-level view of the expected parameters: ``pi`` and ``p`` of each row
+        (``Y``: the rows' expected rewards ``y = e Y``)."""
         A, b = self.A, self.blocks
         S, r = L0.shape[1], Z.shape[1]
         bias = np.zeros(S) if base else A.bs * b["beta"].x
@@ -379,7 +410,7 @@ class _Integrator:
         _normalise(pi, Y, p)
         return pi, p
 
-    def stats(self, pi: np.ndarray, p: np.ndarray) -> dict[str, _Stats]:
+    def stats(self, pi: np.ndarray, p: np.ndarray, y: np.ndarray, e: np.ndarray) -> dict[str, _Stats]:
         """Per-step gradient statistics of every block at the current expected parameters.
 
         Per coordinate, with weights ``w_i`` (1 for beta, ``z_ik`` for V) and a step that
@@ -397,6 +428,7 @@ class _Integrator:
         ``c / B_problem = E[1 / K | K > 0]``; the cross term takes ``E[d | informative]`` as
         ``D0``). Without the filter this is ``(E[x^2] - E[x]^2) / B_problem`` for ``x = g + d``.
         The diagonal Jacobian is ``mean_i w_i^2 (dE[g_i]/dl / q - (kl + ent) pi (1 - pi))``.
+        ``y``: the expected rewards ``e_i Y_is`` of the training rows; ``e``: their execution rates.
         """
         A, a = self.A, self.algo
         t = _row_table(self.n, a.advantage, a.std_eps, p)
@@ -407,7 +439,7 @@ class _Integrator:
         reg_s, reg_v = np.zeros((3, S)), np.zeros((3, r, S))
         if self.ref is not None or "U" in self.blocks:
             mean, sq, jac = (np.empty_like(pi) for _ in range(3))
-            _moments(pi, A.Y, t, mean, sq, jac)
+            _moments(pi, y, t, mean, sq, jac)
             d = np.zeros_like(pi)
             if self.ref is not None:
                 logpi, logref = np.log(pi), np.log(self.ref)
@@ -419,7 +451,7 @@ class _Integrator:
             else:
                 _reduce(A.Z, mean, sq, jac, red_s, red_v)
         else:
-            _fused_stats(pi, A.Y, t, A.Z, red_s, red_v)
+            _fused_stats(pi, y, t, A.Z, red_s, red_v)
         out = {}
         for name, red, reg, scale in (("beta", red_s / D, reg_s / D, A.bs), ("V", red_v / D, reg_v / D, A.vs)):
             s0, s1, jq = red
@@ -434,6 +466,14 @@ class _Integrator:
             g = A.us * x1 * A.mask / self.bp
             out["U"] = _Stats(g, np.maximum(A.us**2 * x2 * A.mask / self.bp**2 - g * g, 0.0),
                               A.us**2 * (jac / q - (a.kl_coef + a.entropy_coef) * pi * (1.0 - pi)) * A.mask / self.bp)
+        if "alpha" in self.blocks:
+            strat = p / np.maximum(e, 1e-300)
+            ee = e * (1.0 - e)
+            x1 = strat * ee * (t[0] - t[1]) / q
+            x2 = x1 * x1 + strat * ee * ((1.0 - e) * t[2] + e * t[3]) / q**2
+            g = A.us * x1 / self.bp
+            out["alpha"] = _Stats(g, np.maximum(A.us**2 * x2 / self.bp**2 - g * g, 0.0),
+                                  A.us**2 * x1 * (1.0 - 2.0 * e) / self.bp)
         return out
 
     def filter_factors(self, p: np.ndarray) -> tuple[float, float, float]:
@@ -474,8 +514,9 @@ class _Integrator:
         problem is drawn).
         """
         a, b = self.algo, self.blocks[name]
-        per = self.active * (self.bp / self.d_full if name == "U" else 1.0)
-        kk, t = k * per, (self.t_u if name == "U" else self.t_adam) + k * per
+        local = name in ("U", "alpha")
+        per = self.active * (self.bp / self.d_full if local else 1.0)
+        kk, t = k * per, (self.t_u if local else self.t_adam) + k * per
         if t <= 0.0:  # no optimiser step yet (every group so far filtered out)
             return np.zeros_like(b.x), (None if a.optimizer == "sgd" else b.m), (None if a.optimizer == "sgd" else b.v)
         g = st.g - a.weight_decay * b.x if a.optimizer in ("sgd", "adam") else st.g
@@ -517,7 +558,7 @@ class _Integrator:
         for name, (d, m2, v2) in plan.items():
             b = self.blocks[name]
             if a.optimizer == "adamw" and a.weight_decay > 0:
-                share = self.active * (self.bp / self.d_full if name == "U" else 1.0)
+                share = self.active * (self.bp / self.d_full if name in ("U", "alpha") else 1.0)
                 b.x *= (1.0 - lr * a.weight_decay) ** (k * share)
             b.x += k * lr * d
             if m2 is not None:
@@ -597,16 +638,20 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
     tokens = per_step * float(np.mean(pop.train.lengths))
     ks = config.eval.ks
     rows: list[dict] = []
+    e_val = it.execution(A.val_E, False)
+    y_val = A.val_Y * e_val[:, None]
     while True:
-        pi, p = it.policy(A.L0, A.Z, A.Y, True)
+        e = it.execution(A.E, True)
+        y = A.Y * e[:, None]
+        pi, p = it.policy(A.L0, A.Z, y, True)
         head = {"step": it.t, "compute_rollouts": it.t * per_step, "compute_tokens": it.t * tokens}
-        p_val = it.policy(A.val_L0, A.val_Z, A.val_Y, False)[1]
+        p_val = it.policy(A.val_L0, A.val_Z, y_val, False)[1]
         zero = float(np.mean(p**al.n + (1.0 - p) ** al.n))
         rows.append({**head, "split": "train", **_metrics(p, ks), "zero_var_frac": zero})
         rows.append({**head, "split": "val", **_metrics(p_val, ks)})
         if it.t >= total:
             break
-        stats = it.stats(pi, p)
+        stats = it.stats(pi, p, y, e)
         k = 1
         if it.t >= config.algo.warmup:
             change = it.policy_change(it.plan(stats, 1), pi)

@@ -13,7 +13,11 @@ seeds (:func:`isosim.sim.run.simulate`) and checks the ranking.
 How sure a plan is comes from measurement, not from the mean field's curve error: over a
 fixed grid of planning cases, :mod:`isosim.plan.ranking` recorded how often the mean field's
 first choice was the simulator's best and the regret when it was not. A predicted lead of
-the first choice over the runner-up below the 90th-percentile regret is a near tie.
+the first choice over the runner-up below the 90th-percentile regret is a near tie. With an
+``ensemble`` of configs (a calibration's knob sets that fit the pilots within their noise,
+:mod:`isosim.calibrate`), how sure a plan is comes from them instead: each member's n* at the
+budget at the chosen B_problem, and the share of members that pick the chosen n
+(:class:`EnsembleAgreement`).
 """
 from __future__ import annotations
 
@@ -69,6 +73,51 @@ class Verification:
 
 
 @dataclass(frozen=True)
+class EnsembleAgreement:
+    """How the members of an ensemble of configs agree on a plan. ``n_star``: each member's
+    compute-optimal n at the budget, among every n of stage 1 at the chosen B_problem (the
+    plan's own config first); ``curve``: ``compute, n_low, n_high``, the smallest and largest
+    member n*(C') on the plan's grid of budgets C' <= C."""
+
+    n_star: tuple[int, ...]
+    chosen_n: int
+    b_problem: int
+    curve: pd.DataFrame
+
+    @property
+    def members(self) -> int:
+        return len(self.n_star)
+
+    @property
+    def agree(self) -> float:
+        """The share of members whose n* is the chosen n."""
+        return float(np.mean([n == self.chosen_n for n in self.n_star]))
+
+    @property
+    def n_low(self) -> int:
+        return int(min(self.n_star))
+
+    @property
+    def n_high(self) -> int:
+        return int(max(self.n_star))
+
+    @property
+    def level(self) -> str:
+        """high: at least 80% of the members pick the chosen n; medium: at least half; low otherwise."""
+        return ensemble_level(self.agree)
+
+    def as_json(self) -> dict:
+        return {"members": self.members, "agree": self.agree, "n_low": self.n_low, "n_high": self.n_high,
+                "n_star": list(self.n_star), "B_problem": self.b_problem}
+
+
+def ensemble_level(agree: float) -> str:
+    """The confidence of a plan from its ensemble: ``high`` when at least 80% of the members pick
+    the chosen n, ``medium`` when at least half do, ``low`` otherwise."""
+    return "high" if agree >= 0.8 else "medium" if agree >= 0.5 else "low"
+
+
+@dataclass(frozen=True)
 class Plan:
     """A recommendation, its runner-ups and the evidence behind it."""
 
@@ -86,6 +135,7 @@ class Plan:
     verification: Verification | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     model: str = "strategies"
+    ensemble: EnsembleAgreement | None = None
 
     @property
     def best(self) -> Candidate:
@@ -112,9 +162,12 @@ class Plan:
 
     @property
     def confidence(self) -> str:
-        """high: the runner-up is predicted to trail by more than twice the near-tie threshold
-        (:attr:`error`); medium: by more than it; low: within it (a near tie,
+        """With an ensemble, its agreement on the chosen n (:attr:`EnsembleAgreement.level`).
+        Otherwise high: the runner-up is predicted to trail by more than twice the near-tie
+        threshold (:attr:`error`); medium: by more than it; low: within it (a near tie,
         :func:`isosim.plan.ranking.confidence_level`)."""
+        if self.ensemble is not None:
+            return self.ensemble.level
         return confidence_level(self.gap, self.error)
 
     def reasoning(self) -> str:
@@ -126,7 +179,12 @@ class Plan:
                 "coverage dominates: best@4 (at least 1 of 4 correct) gains more than worst@4")
         runner = self.ranked[1] if len(self.ranked) > 1 else None
         tie = ""
-        if runner is not None:
+        if self.ensemble is not None:
+            e = self.ensemble
+            tie = (f" Across the {e.members} knob sets of the calibration's ensemble (those that fit the pilot runs "
+                   f"within their noise), {round(e.agree * e.members)} pick n = {b.n} at this budget (at B_problem = "
+                   f"{e.b_problem}; their n* runs from {e.n_low} to {e.n_high}): {self.confidence} confidence.")
+        elif runner is not None:
             r = self.ranking_error
             tie = (f" The runner-up (n = {runner.n}, B_problem = {runner.b_problem}) is predicted "
                    f"{self.gap:+.4f} behind. Measured against the simulator over {r.cases} planning cases"
@@ -154,18 +212,24 @@ class Plan:
 
     def to_json(self) -> dict:
         b = self.best
+        curve = [{"compute": float(c), "n": int(n), "B_problem": int(bp)}
+                 for c, n, bp in zip(self.n_star_curve["compute"], self.n_star_curve["n"],
+                                     self.n_star_curve["B_problem"])]
+        if self.ensemble is not None:
+            for point, lo, hi in zip(curve, self.ensemble.curve["n_low"], self.ensemble.curve["n_high"]):
+                if math.isfinite(lo) and math.isfinite(hi):
+                    point.update(n_low=int(lo), n_high=int(hi))
         return {
             "n": b.n, "B_problem": b.b_problem, "M": b.steps,
             "predicted": {self.metric: b.predicted[self.metric]},
             "alternatives": [c.as_json(self.metric) for c in self.ranked[1:6]],
-            "n_star_curve": [{"compute": float(c), "n": int(n), "B_problem": int(bp)}
-                             for c, n, bp in zip(self.n_star_curve["compute"], self.n_star_curve["n"],
-                                                 self.n_star_curve["B_problem"])],
+            "n_star_curve": curve,
             "metric": self.metric, "budget": self.budget, "b_max": self.b_max, "problems": self.problems,
             "base": {self.metric: self.base[self.metric]},
             "metrics": b.predicted,
             "confidence": {"level": self.confidence, "gap": _num(self.gap), "threshold": self.error,
-                           **self._measured()},
+                           **self._measured(), **({} if self.ensemble is None else
+                                                  {"source": "ensemble", "ensemble": self.ensemble.as_json()})},
             "mechanism": self.mechanism, "zero_signal": {"start": self.zero_signal_start, "end": b.zero_signal_end},
             "reasoning": self.reasoning(),
             "verify": None if self.verification is None else self.verification.as_json(),
@@ -256,17 +320,21 @@ def _candidates(curves: pd.DataFrame, metrics: list[str]) -> list[Candidate]:
 
 
 def plan(values, budget: float, b_max: int, metric: str = "avg@4", model: ModelConfig | None = None,
-         algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0) -> Plan:
+         algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0,
+         ensemble=None) -> Plan:
     """Recommend ``(n, B_problem, M)`` for base pass rates ``values`` (see the module docstring)."""
-    return plans(values, budget, b_max, (metric,), model, algo, verify, seeds, seed)[metric]
+    return plans(values, budget, b_max, (metric,), model, algo, verify, seeds, seed, ensemble)[metric]
 
 
 def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelConfig | None = None,
-          algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0) -> dict[str, Plan]:
+          algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0,
+          ensemble=None) -> dict[str, Plan]:
     """One :func:`plan` per metric of ``metrics``, sharing the mean-field curves: stage 1 is
     the same for every metric, stage 2 (the B_problem neighbours of the metric's three best n)
     adds only the curves not run yet, and each metric ranks exactly the candidates its own
-    :func:`plan` would."""
+    :func:`plan` would. ``ensemble``: further :class:`SimConfig` (their model and algo
+    sections are used) whose agreement on each plan sets its confidence
+    (:func:`ensemble_agreement`)."""
     values = np.asarray(values, dtype=float).ravel()
     metrics = list(dict.fromkeys(metrics))
     for metric in metrics:
@@ -289,9 +357,36 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
             runs.update(_by_allocation(predict(base, todo, budget, pop, **opts)))
         curves = pd.concat([runs[a] for a in dict.fromkeys([*stage1, *stage2])], ignore_index=True)
         out[metric] = _plan_of(curves, values, metric, shown, budget, b_max, base.model.kind)
+        if ensemble:
+            out[metric] = ensemble_agreement(out[metric], runs, values, ensemble, base, pop, b_max, seed)
         if verify:
             out[metric] = _verify(out[metric], base, pop, seeds, seed)
     return out
+
+
+def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: SimConfig, pop: Population,
+                       b_max: int, seed: int = 0) -> Plan:
+    """``p`` with the agreement of ``base`` (on ``pop``) and the ``ensemble`` configs on it: for
+    each, the mean-field curve of every n of stage 1 (powers of two from 2, ``n * B_problem
+    <= B_max``, within the budget) at the chosen B_problem, to the budget; its n* at the budget
+    and on the plan's grid (held past a run's last step, ties to the smaller n). ``runs``:
+    curves of ``base`` already computed, by allocation."""
+    from dataclasses import replace
+
+    bp = p.best.b_problem
+    allocs = [(n, bp) for n in _powers(2, min(MAX_N, b_max // bp, int(p.budget // bp)))]
+    grid = p.n_star_curve["compute"].to_numpy(float)
+    opts = {"max_train": MAX_TRAIN, "seed": seed}
+    todo = [a for a in allocs if a not in runs]
+    have = {**runs, **(_by_allocation(predict(base, todo, p.budget, pop, **opts)) if todo else {})}
+    per = [pd.concat([have[a] for a in allocs], ignore_index=True)]
+    for member in ensemble:
+        m_pop, m_base = setup(values, (p.metric,), member.model, member.algo, seed)
+        per.append(predict(m_base, allocs, p.budget, m_pop, **opts))
+    table = np.array([n_star(c, p.metric, grid=grid, hold=True).set_index("compute")["n"].reindex(grid)
+                      .to_numpy(float) for c in per])
+    curve = pd.DataFrame({"compute": grid, "n_low": np.nanmin(table, axis=0), "n_high": np.nanmax(table, axis=0)})
+    return replace(p, ensemble=EnsembleAgreement(tuple(int(x) for x in table[:, -1]), p.best.n, bp, curve))
 
 
 def _by_allocation(curves: pd.DataFrame) -> dict[tuple[int, int], pd.DataFrame]:

@@ -22,7 +22,7 @@ from .advantages import ADVANTAGES
 from .models import MODELS
 
 #: bump when a change alters the numbers a config produces
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 BANDS: dict[str, tuple[float, float]] = {
     "easy": (0.3, 0.6),
@@ -109,7 +109,9 @@ class ModelConfig:
 
     strategies: ``logits_i = L0_i + shared * (beta + z_i V) + local * u_i`` over
     ``n_strategies`` response strategies; strategy s solves problem i with
-    probability ``q_s ~ Beta(generality_a, generality_b)``.
+    probability ``q_s ~ Beta(generality_a, generality_b)``, and a rollout of a correct
+    strategy succeeds with the problem's execution rate ``e_i ~ Beta(execution_a,
+    execution_b)`` (``execution_a = 0``: always), which only ``local`` (memorisation) raises.
     features:   ``z_i = b_i + shared * phi_i . w + local * u_i``,
     ``phi_i = sqrt(common) c + sqrt(1 - common) e_i`` in ``dim`` dimensions.
     tabular:    ``z_i = b_i + u_i`` (independent problems, no interference).
@@ -124,6 +126,8 @@ class ModelConfig:
     prior_scale: float = 2.0  # std of the shared base logits beta0
     embed_scale: float = 2.0  # std of the problem-specific base logits z_i V0
     skill_link: float = 0.7  # share of the variance of "s solves i" explained by z_i (0: independent)
+    execution_a: float = 0.0  # execution reliability e_i ~ Beta(execution_a, execution_b); 0: e_i = 1
+    execution_b: float = 1.5
     # features
     dim: int = 16
     common: float = 0.5
@@ -132,13 +136,15 @@ class ModelConfig:
     logit_std: float = 2.5
     # learning paths
     shared: float = 1.0  # scale of the shared (transferring, interfering) parameters
-    local: float = 0.0  # scale of the per-problem offsets (memorise, do not transfer)
+    local: float = 0.0  # scale of the per-problem offsets and execution offsets (memorise, do not transfer)
 
     def validate(self) -> None:
         _check(self.kind in MODELS, f"unknown model {self.kind!r}: choose from {', '.join(MODELS)}")
         _check(2 <= self.n_strategies <= 4096, f"n_strategies must be in [2, 4096], got {self.n_strategies}")
         _check(0 <= self.rank <= 256, f"rank must be in [0, 256], got {self.rank}")
         _check(1 <= self.dim <= 4096, f"dim must be in [1, 4096], got {self.dim}")
+        _check(_finite(self.execution_a) and self.execution_a >= 0, "execution_a must be >= 0 (0: no execution noise)")
+        _check(_finite(self.execution_b) and self.execution_b > 0, "execution_b must be > 0")
         for name in ("generality_a", "generality_b"):
             _check(_finite(getattr(self, name)) and getattr(self, name) > 0, f"{name} must be > 0")
         for name in ("prior_scale", "embed_scale", "logit_std", "shared", "local"):

@@ -11,17 +11,23 @@ One step, for each of the B_problem problems of the batch:
   conditional binomials (:func:`_multinomial`, at most S - 1 draws per group), so a step
   costs O(B_problem * S) whatever n is; with a decoupled baseline ``n_est - n`` more
   rollouts are drawn for the baseline, by the same rule on ``n_est - n``;
-* rewards ``r_s = Y[i, s]``, group mean ``rbar = c_correct / n_est`` and advantages
+* with execution noise (a finite execution logit ``a_i``, :mod:`isosim.sim.models.base`), the
+  ``c_s`` rollouts of a correct type s succeed ``k_s ~ Binomial(c_s, e_i)`` times,
+  ``e_i = sigmoid(a_i + us * alpha_i)``; otherwise ``k_s = c_s Y[i, s]``;
+* rewards 0/1 per rollout, group mean ``rbar = c_correct / n_est`` (``c_correct = sum_s k_s``) and advantages
   ``A_s = (r_s - rbar) / (std + eps)`` (grpo), ``r_s - rbar`` (drgrpo) or
   ``r_s - (c_correct - r_s) / (n_est - 1)`` (rloo);
-* logit gradient ``g_i = (1 / n) sum_s c_s A_s (e_s - pi_i)`` averaged over the
+* logit gradient ``g_i = (1 / n) sum_s (k_s A(1) + (c_s - k_s) A(0)) (e_s - pi_i)`` averaged over the
   groups of the batch (over the non-zero-variance ones with the filter), plus
   ``-kl * grad KL(pi_i || ref_i) + ent * grad H(pi_i)``. Every registered advantage
   sums to zero over its group, so without a decoupled baseline ``sum_s c_s A_s = 0``,
   the ``pi_i`` term vanishes and ``g_i`` has at most ``min(n, S)`` non-zeros: the chain
   rule visits only those;
 * chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step;
-  ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled).
+  ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled);
+* with execution noise and the memorisation path on (``us > 0``), the problem's execution
+  offset ``alpha_i`` ascends ``us (1 / n) sum_{s: Y_s = 1} (k_s A(1) (1 - e_i) - (c_s - k_s) A(0) e_i)``
+  (the score of the rollouts' execution outcomes), averaged like ``g_i`` and stepped with ``u_i``.
 
 The plain NumPy twin in :mod:`isosim.sim.twin` draws the same random numbers in
 the same order; the tests compare the two.
@@ -63,6 +69,7 @@ class TrainData(NamedTuple):
     order: np.ndarray  # (D, S) int64: problem i's types by decreasing base probability (sampling order)
     lengths: np.ndarray  # (D,) float64: tokens of one response to problem i (compute in tokens)
     learn_mask: np.ndarray  # (S,) float64: 1 for the types whose logits learn, 0 for fixed ones
+    execution: np.ndarray  # (D,) float64: a_i, the base execution logit (+inf: no execution noise)
 
 
 class TrainState(NamedTuple):
@@ -80,6 +87,9 @@ class TrainState(NamedTuple):
     m_U: np.ndarray  # (D, S) Adam first moments of U's rows
     v_U: np.ndarray  # (D, S) Adam second moments of U's rows
     t_U: np.ndarray  # (D,) int64: Adam steps taken by each row of U (lazy Adam)
+    alpha: np.ndarray  # (D,) per-problem execution offsets (memorise, do not transfer)
+    m_alpha: np.ndarray  # (D,) Adam first moments of alpha (stepped with U's rows)
+    v_alpha: np.ndarray  # (D,) Adam second moments of alpha
     perm: np.ndarray  # (D,) int64: this epoch's order of the training problems
     cursor: np.ndarray  # (1,) int64: next position in perm; D starts a new epoch (reshuffle)
     counters: np.ndarray  # (4,) float64: C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T below
@@ -325,15 +335,37 @@ def advantage(r, c_tot, n_est, adv, std_eps):
 
 
 @njit(cache=True, error_model="numpy")
-def _group_grad(pi, y, counts, n, n_est, c_tot, adv, std_eps, out):
-    """Logit gradient of one group: ``(1/n) sum_s c_s A_s (e_s - pi)``."""
+def _group_grad(pi, counts, wins, n, n_est, c_tot, adv, std_eps, out):
+    """Logit gradient of one group: ``(1/n) sum_s (k_s A(1) + (c_s - k_s) A(0)) (e_s - pi)``
+    (``wins``: the successes ``k_s`` among the ``counts`` ``c_s``)."""
     S = pi.shape[0]
+    a1 = advantage(1.0, c_tot, n_est, adv, std_eps)
+    a0 = advantage(0.0, c_tot, n_est, adv, std_eps)
     wsum = 0.0
     for s in range(S):
-        out[s] = counts[s] * advantage(y[s], c_tot, n_est, adv, std_eps) / n
+        out[s] = (wins[s] * a1 + (counts[s] - wins[s]) * a0) / n
         wsum += out[s]
     for s in range(S):
         out[s] -= pi[s] * wsum
+
+
+@njit(cache=True, error_model="numpy")
+def _sigmoid(x):
+    """``1 / (1 + e^-x)``, exactly 1 at ``x = +inf``."""
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    ex = math.exp(x)
+    return ex / (1.0 + ex)
+
+
+@njit(cache=True, error_model="numpy")
+def _draw_wins(rng, counts, y, e, wins, has_exec):
+    """Successes ``k_s`` of the ``c_s`` rollouts of each type of one group: ``Binomial(c_s, e)``
+    for the correct types in increasing type order (with execution noise), else ``c_s Y_s``."""
+    for s in range(counts.shape[0]):
+        wins[s] = 0
+        if counts[s] > 0 and y[s] > 0.0:
+            wins[s] = rng.binomial(counts[s], e) if has_exec else counts[s]
 
 
 @njit(cache=True, error_model="numpy")
@@ -392,8 +424,8 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     n_steps : int
         Number of steps to run.
     """
-    L0, Z, Y, order, lengths, mask = data
-    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, perm, cursor, counters = state
+    L0, Z, Y, order, lengths, mask, E0 = data
+    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, alpha, m_alpha, v_alpha, perm, cursor, counters = state
     D, S = L0.shape
     r = Z.shape[1]
     n = ipar[I_N]
@@ -416,6 +448,20 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     # without a decoupled baseline every registered advantage sums to zero over the group, so
     # the -pi * sum_s c_s A_s term of the logit gradient vanishes: only drawn types are non-zero
     dense = n_est > n or kl > 0.0 or ent > 0.0
+    has_exec = False
+    for i in range(D):
+        if E0[i] < np.inf:
+            has_exec = True
+            break
+    learn_exec = has_exec and us > 0.0
+    kt = np.zeros((Bp, S), dtype=np.int64)
+    ke = np.zeros((Bp, S), dtype=np.int64)
+    eb = np.ones(Bp)
+    ga = np.zeros(Bp)
+    ga1 = np.zeros(1)
+    ma1 = np.zeros(1)
+    va1 = np.zeros(1)
+    xa1 = np.zeros(1)
     idx = np.empty(Bp, dtype=np.int64)
     seen = np.full(D, -1, dtype=np.int64)  # the step at which a row was last in the batch
     owner = np.empty(D, dtype=np.int64)  # its first position in that batch
@@ -459,18 +505,24 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
         sample_counts(rng, pi, order, idx, n, ct, touched, n_touched, cdf)
         if n_est > n:
             sample_counts(rng, pi, order, idx, n_est - n, ce, touched_e, n_touched_e, cdf)
+        for b in range(Bp):
+            i = idx[b]
+            if has_exec:
+                eb[b] = _sigmoid(E0[i] + us * alpha[i])
+            _draw_wins(rng, ct[b], Y[i], eb[b], kt[b], has_exec)
+        if n_est > n:
+            for b in range(Bp):
+                _draw_wins(rng, ce[b], Y[idx[b]], eb[b], ke[b], has_exec)
         # group advantages -> logit gradient of each group (G rows are zero outside touched types)
         informative = 0
         for b in range(Bp):
             i = idx[b]
             c_tot = 0.0
             for k in range(n_touched[b]):
-                s = touched[b, k]
-                c_tot += ct[b, s] * Y[i, s]
+                c_tot += kt[b, touched[b, k]]
             if n_est > n:
                 for k in range(n_touched_e[b]):
-                    s = touched_e[b, k]
-                    c_tot += ce[b, s] * Y[i, s]
+                    c_tot += ke[b, touched_e[b, k]]
             counters[C_TOKENS] += n_est * lengths[i]
             counters[C_GROUPS] += 1.0
             zero_var = c_tot == 0.0 or c_tot == n_est
@@ -479,11 +531,24 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             else:
                 informative += 1
             if dense:
-                _group_grad(pi[b], Y[i], ct[b], n, n_est, c_tot, adv, std_eps, G[b])
+                _group_grad(pi[b], ct[b], kt[b], n, n_est, c_tot, adv, std_eps, G[b])
             else:
+                a1 = advantage(1.0, c_tot, n_est, adv, std_eps)
+                a0 = advantage(0.0, c_tot, n_est, adv, std_eps)
                 for k in range(n_touched[b]):
                     s = touched[b, k]
-                    G[b, s] = ct[b, s] * advantage(Y[i, s], c_tot, n_est, adv, std_eps) / n
+                    G[b, s] = (kt[b, s] * a1 + (ct[b, s] - kt[b, s]) * a0) / n
+            if learn_exec:
+                a1 = advantage(1.0, c_tot, n_est, adv, std_eps)
+                a0 = advantage(0.0, c_tot, n_est, adv, std_eps)
+                wins = 0.0
+                fails = 0.0
+                for k in range(n_touched[b]):
+                    s = touched[b, k]
+                    if Y[i, s] > 0.0:
+                        wins += kt[b, s]
+                        fails += ct[b, s] - kt[b, s]
+                ga[b] = (wins * a1 * (1.0 - eb[b]) - fails * a0 * eb[b]) / n
         denom = Bp
         if zfilter:
             denom = informative
@@ -492,8 +557,13 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                     for b in range(Bp):
                         for k in range(n_touched[b]):
                             G[b, touched[b, k]] = 0.0
+                for b in range(Bp):
+                    ga[b] = 0.0
                 continue
         inv_denom = 1.0 / denom
+        if learn_exec:
+            for b in range(Bp):
+                ga[b] *= inv_denom
         if dense:
             for b in range(Bp):
                 for s in range(S):
@@ -563,6 +633,7 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                     repeat[b] = True
                     for s in range(S):
                         G[owner[i], s] += G[b, s]
+                    ga[owner[i]] += ga[b]
             for b in range(Bp):
                 if repeat[b]:
                     continue
@@ -574,6 +645,20 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 else:
                     t_U[i] += 1
                     _adam_dense(U[i], m_U[i], v_U[i], gbeta, lr, b1, b2, aeps, wd, t_U[i], opt)
+                if learn_exec:
+                    ga1[0] = us * ga[b]
+                    xa1[0] = alpha[i]
+                    if opt == OPT_SGD:
+                        _sgd_dense(xa1, ga1, lr, wd)
+                    else:
+                        ma1[0] = m_alpha[i]
+                        va1[0] = v_alpha[i]
+                        _adam_dense(xa1, ma1, va1, ga1, lr, b1, b2, aeps, wd, t_U[i], opt)
+                        m_alpha[i] = ma1[0]
+                        v_alpha[i] = va1[0]
+                    alpha[i] = xa1[0]
+            for b in range(Bp):
+                ga[b] = 0.0
         # leave G zero for the next step
         if dense or us > 0.0:
             G[:, :] = 0.0
@@ -584,10 +669,11 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
 
 
 @njit(cache=True, error_model="numpy")
-def evaluate(L0, logref, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
-    """Exact pass rate ``p_i = sum_s pi_is Y_is``, entropy ``H(pi_i)`` and ``KL(pi_i || ref_i)`` of
-    every problem i (``logref``: the reference policy's log-probabilities, ``log softmax(L0)``;
-    ``use_u``: include the per-problem offsets, which only training problems have)."""
+def evaluate(L0, logref, Z, Y, E0, beta, V, U, alpha, use_u, bs, vs, us, p_out, h_out, kl_out):
+    """Exact pass rate ``p_i = e_i sum_s pi_is Y_is``, entropy ``H(pi_i)`` and ``KL(pi_i || ref_i)``
+    (over response types) of every problem i (``logref``: the reference policy's log-probabilities,
+    ``log softmax(L0)``; ``E0``: the execution logits, ``e_i = sigmoid(E0_i + us alpha_i)``;
+    ``use_u``: include the per-problem offsets ``U`` and ``alpha``, which only training problems have)."""
     N, S = L0.shape
     blk = 64
     lg = np.empty((blk, S))
@@ -608,6 +694,8 @@ def evaluate(L0, logref, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_o
                 p += pi[j, s] * Y[i, s]
                 h -= pi[j, s] * logpi[j, s]
                 kl += pi[j, s] * (logpi[j, s] - logref[i, s])
+            if E0[i] < np.inf:
+                p *= _sigmoid(E0[i] + us * alpha[i]) if use_u else _sigmoid(E0[i])
             p_out[i] = min(max(p, 0.0), 1.0)
             h_out[i] = max(h, 0.0)
             kl_out[i] = max(kl, 0.0)

@@ -76,6 +76,7 @@ def initial_state(D: int, S: int, r: int) -> kernels.TrainState:
         beta=np.zeros(S), V=np.zeros((r, S)), U=np.zeros((D, S)),
         m_beta=np.zeros(S), v_beta=np.zeros(S), m_V=np.zeros((r, S)), v_V=np.zeros((r, S)),
         m_U=np.zeros((D, S)), v_U=np.zeros((D, S)), t_U=np.zeros(D, dtype=np.int64),
+        alpha=np.zeros(D), m_alpha=np.zeros(D), v_alpha=np.zeros(D),
         perm=np.arange(D, dtype=np.int64), cursor=np.array([D], dtype=np.int64), counters=np.zeros(4))
 
 
@@ -83,7 +84,7 @@ def train_data(train: ProblemSet, config: SimConfig) -> kernels.TrainData:
     """The training problems as the kernel reads them."""
     tp = train.problems
     return kernels.TrainData(tp.base_logits, tp.features, tp.rewards, sampling_order(tp.base_logits), train.lengths,
-                             learn_mask(config.model))
+                             learn_mask(config.model), np.ascontiguousarray(tp.execution, dtype=float))
 
 
 def sampling_order(base_logits: np.ndarray) -> np.ndarray:
@@ -189,9 +190,11 @@ def _evaluate(k, ps: ProblemSet, st: kernels.TrainState, fpar: np.ndarray, use_u
     N = len(pr)
     p, h, kl = np.empty(N), np.empty(N), np.empty(N)
     U = st.U if use_u else np.zeros((1, pr.base_logits.shape[1]))
+    alpha = st.alpha if use_u else np.zeros(1)
     if logref is None:
         logref = log_softmax(pr.base_logits)
-    k.evaluate(pr.base_logits, logref, pr.features, pr.rewards, st.beta, st.V, U, use_u,
+    k.evaluate(pr.base_logits, logref, pr.features, pr.rewards, np.ascontiguousarray(pr.execution, dtype=float),
+               st.beta, st.V, U, alpha, use_u,
                fpar[kernels.F_BS], fpar[kernels.F_VS], fpar[kernels.F_US], p, h, kl)
     return p, h, kl
 

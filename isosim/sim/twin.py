@@ -101,10 +101,27 @@ def _adam(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
     x += lr * (m / bc1) / (np.sqrt(v / bc2) + eps)
 
 
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.where(x >= 0, 1.0 / (1.0 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x))))
+
+
+def draw_wins(rng: np.random.Generator, counts: np.ndarray, y: np.ndarray, e: np.ndarray, has_exec: bool) -> np.ndarray:
+    """Successes among the counts: ``Binomial(c_s, e_b)`` for the correct types with counts,
+    row by row in increasing type order (with execution noise), else ``c_s Y_s``."""
+    wins = np.where(y > 0, counts, 0)
+    if has_exec:
+        sel = (counts > 0) & (y > 0)
+        wins = np.zeros_like(counts)
+        wins[sel] = rng.binomial(counts[sel], np.broadcast_to(e[:, None], counts.shape)[sel])
+    return wins
+
+
 def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     """The twin of :func:`isosim.sim.kernels.train_steps` (same arguments, same draws)."""
-    L0, Z, Y, order, lengths, mask = data
-    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, perm, cursor, counters = state
+    L0, Z, Y, order, lengths, mask, E0 = data
+    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, alpha, m_alpha, v_alpha, perm, cursor, counters = state
+    has_exec = bool(np.any(E0 < np.inf))
     D, S = L0.shape
     n, n_est, Bp = int(ipar[I_N]), int(ipar[I_NEST]), int(ipar[I_BP])
     adv, opt, zfilter, warmup = ipar[I_ADV], ipar[I_OPT], ipar[I_FILTER], ipar[I_WARMUP]
@@ -124,19 +141,27 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
         ct = sample_counts(rng, pi, order[idx], n)
         ce = sample_counts(rng, pi, order[idx], n_est - n) if n_est > n else np.zeros_like(ct)
         y = Y[idx]
-        c_tot = ((ct + ce) * y).sum(axis=1)
+        e = _sigmoid(E0[idx] + us * alpha[idx]) if has_exec else np.ones(Bp)
+        kt = draw_wins(rng, ct, y, e, has_exec)
+        ke = draw_wins(rng, ce, y, e, has_exec) if n_est > n else np.zeros_like(ct)
+        c_tot = (kt + ke).sum(axis=1)
         counters[C_TOKENS] += float(np.sum(n_est * lengths[idx]))
         counters[C_GROUPS] += Bp
         zero_var = (c_tot == 0) | (c_tot == n_est)
         counters[C_ZERO_VAR] += zero_var.sum()
         rbar = (c_tot / n_est)[:, None]
         if adv == ADV_GRPO:
-            a = (y - rbar) / (np.sqrt(rbar * (1 - rbar)) + fpar[F_STD_EPS])
+            a1, a0 = (1 - rbar) / (np.sqrt(rbar * (1 - rbar)) + fpar[F_STD_EPS]), (0 - rbar) / (np.sqrt(rbar * (1 - rbar)) + fpar[F_STD_EPS])
         elif adv == ADV_DRGRPO:
-            a = y - rbar
+            a1, a0 = 1 - rbar, 0 - rbar
         else:
-            a = y - (c_tot[:, None] - y) / (n_est - 1)
-        G = ct * a / n
+            a1, a0 = 1 - (c_tot[:, None] - 1) / (n_est - 1), 0 - c_tot[:, None] / (n_est - 1)
+        G = (kt * a1 + (ct - kt) * a0) / n
+        learn_exec = has_exec and us > 0
+        if learn_exec:
+            wins = (kt * (y > 0)).sum(axis=1)
+            fails = ((ct - kt) * (y > 0)).sum(axis=1)
+            ga = (wins * a1[:, 0] * (1 - e) - fails * a0[:, 0] * e) / n
         if n_est > n or kl > 0 or ent > 0:  # otherwise sum_s c_s A_s = 0 and the pi term vanishes
             G -= pi * G.sum(axis=1, keepdims=True)
         denom = Bp
@@ -145,6 +170,8 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             if denom == 0:
                 continue
         G /= denom
+        if learn_exec:
+            ga = ga * (1.0 / denom)
         if kl > 0 or ent > 0:
             _, logref = _softmax(L0[idx])
             klv = (pi * (logpi - logref)).sum(axis=1, keepdims=True)
@@ -176,13 +203,28 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 x, m, v = U[rows], m_U[rows], v_U[rows]
                 _adam(x, m, v, gu, lr, b1, b2, aeps, wd, t_U[rows][:, None], opt)
                 U[rows], m_U[rows], v_U[rows] = x, m, v
+            if learn_exec:
+                gal = np.zeros(len(rows))
+                np.add.at(gal, inv, ga)
+                gal *= us
+                if opt == OPT_SGD:
+                    alpha[rows] += lr * (gal - wd * alpha[rows])
+                else:
+                    x, m, v = alpha[rows], m_alpha[rows], v_alpha[rows]
+                    _adam(x, m, v, gal, lr, b1, b2, aeps, wd, t_U[rows], opt)
+                    alpha[rows], m_alpha[rows], v_alpha[rows] = x, m, v
 
 
-def evaluate(L0, logref, Z, Y, beta, V, U, use_u, bs, vs, us, p_out, h_out, kl_out):
+def evaluate(L0, logref, Z, Y, E0, beta, V, U, alpha, use_u, bs, vs, us, p_out, h_out, kl_out):
     logits = L0 + bs * beta[None, :] + vs * (Z @ V)
     if use_u:
         logits = logits + us * U
     pi, logpi = _softmax(logits)
-    p_out[:] = np.clip((pi * Y).sum(axis=1), 0, 1)
+    p = (pi * Y).sum(axis=1)
+    finite = E0 < np.inf
+    if finite.any():
+        a = E0 + us * alpha if use_u else E0
+        p = np.where(finite, p * _sigmoid(np.where(finite, a, 0.0)), p)
+    p_out[:] = np.clip(p, 0, 1)
     h_out[:] = np.maximum(-(pi * logpi).sum(axis=1), 0)
     kl_out[:] = np.maximum((pi * (logpi - logref)).sum(axis=1), 0)

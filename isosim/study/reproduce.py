@@ -39,11 +39,29 @@ class PresetResult:
     evals: Any
 
     def to_json(self) -> dict:
+        levels = {"base_value": base_value(self.evals), "per_n": per_n_best(self.evals)}
         if self.analysis is not None:
-            return self.analysis.to_json()
+            return {**self.analysis.to_json(), **levels}
         return {"metric": METRIC, "sigmoid": None, "ci": None, "r2": None,
                 "n_star": [{"compute": float(c), "n": int(n)} for c, n in zip(self.n_star["compute"], self.n_star["n"])],
-                "frontier": [], "error": self.error}
+                "frontier": [], "error": self.error, **levels}
+
+
+def base_value(ev) -> float:
+    """The validation metric before training (step 0), averaged over the runs."""
+    return float(ev.loc[ev["step"] == 0, METRIC].mean())
+
+
+def per_n_best(ev) -> list[dict]:
+    """Per n: the best validation value a run reaches over its whole run, the mean over its
+    replicates and that mean's standard error (replicate sd / sqrt(replicates); None for one)."""
+    best = ev.groupby(["n", "replicate"])[METRIC].max().groupby("n")
+    out = []
+    for n, vals in best:
+        k = len(vals)
+        se = float(vals.std(ddof=1) / np.sqrt(k)) if k > 1 else None
+        out.append({"n": int(n), "best_value": float(vals.mean()), "se": se})
+    return out
 
 
 def analyse(preset: str, spec: SweepSpec, ev, n_boot: int, seed: int = 0) -> PresetResult:
@@ -106,6 +124,10 @@ def report(rep: Reproduction) -> str:
         step = max(1, len(ns) // 12)
         for c, n in list(zip(ns["compute"], ns["n"]))[::step]:
             lines.append(f"{c:>12.3g} {int(n):>6}")
+        levels = per_n_best(res.evals)
+        lines.append(f"base {METRIC} {base_value(res.evals):.3f}; best {METRIC} per n (mean +- se over seeds):")
+        lines.append("  " + ", ".join(f"{d['n']}: {d['best_value']:.3f}" + (f" +- {d['se']:.3f}" if d["se"] is not None else "")
+                                      for d in levels))
         study = STUDY_Q1[preset]
         if res.analysis is not None:
             law = res.analysis.law

@@ -9,17 +9,34 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Problems:
-    """Arrays describing a set of problems for the kernel (one row per problem)."""
+    """Arrays describing a set of problems for the kernel (one row per problem).
+
+    ``execution`` holds each problem's execution logit ``a_i``: a rollout that takes a
+    correct response type succeeds with probability ``e_i = sigmoid(a_i)``, so the pass rate is
+    ``p_i = e_i sum_s pi_is Y_is``. ``+inf`` (every problem of a model without execution
+    noise) is ``e_i = 1``. No shared parameter moves ``a_i``: it is the share of a problem's
+    difficulty that transfer cannot reach; only the per-problem memorisation path does.
+    """
 
     base_logits: np.ndarray  # (N, S) L0
     features: np.ndarray  # (N, r) z_i (r may be 0)
     rewards: np.ndarray  # (N, S) float 0/1 Y
+    execution: np.ndarray | None = None  # (N,) a_i; None: +inf for every problem
+
+    def __post_init__(self) -> None:
+        if self.execution is None:
+            object.__setattr__(self, "execution", np.full(self.base_logits.shape[0], np.inf))
 
     def __len__(self) -> int:
         return self.base_logits.shape[0]
 
+    @property
+    def has_execution(self) -> bool:
+        """Whether any problem's execution can fail (``e_i < 1``)."""
+        return bool(np.isfinite(self.execution).any())
+
     def take(self, idx: np.ndarray) -> "Problems":
-        return Problems(self.base_logits[idx], self.features[idx], self.rewards[idx])
+        return Problems(self.base_logits[idx], self.features[idx], self.rewards[idx], self.execution[idx])
 
     @staticmethod
     def concat(parts: list["Problems"]) -> "Problems":
@@ -27,24 +44,33 @@ class Problems:
             np.concatenate([p.base_logits for p in parts]),
             np.concatenate([p.features for p in parts]),
             np.concatenate([p.rewards for p in parts]),
+            np.concatenate([p.execution for p in parts]),
         )
 
     def base_pass_rates(self) -> np.ndarray:
-        return pass_rates_of_logits(self.base_logits, self.rewards)
+        return execution_rates(self.execution) * pass_rates_of_logits(self.base_logits, self.rewards)
 
     def with_pass_rates(self, target: np.ndarray) -> "Problems":
         """Shift the logits of correct responses so the base pass rates equal ``target``.
 
-        Adding delta to every correct logit maps pass rate p to
-        ``p e^delta / (p e^delta + 1 - p)``, so ``delta = logit(target) - logit(p)``.
+        Adding delta to every correct logit maps the strategy pass rate q to
+        ``q e^delta / (q e^delta + 1 - q)``, so ``delta = logit(q*) - logit(q)`` for the
+        strategy pass rate ``q* = target / e_i``. Where the execution rate is below
+        ``sqrt(target)``, it is raised to ``sqrt(target)`` first (then ``q* <= sqrt(target) < 1``).
         Problems with no correct response type keep pass rate 0.
         """
         target = np.clip(np.asarray(target, float), 1e-9, 1 - 1e-9)
-        p = np.clip(self.base_pass_rates(), 1e-300, 1 - 1e-16)
+        e = execution_rates(self.execution)
+        execution = self.execution
+        if self.has_execution:
+            e = np.maximum(e, np.sqrt(target))
+            execution = np.log(e) - np.log1p(-e)
+        q_target = target / e
+        q = np.clip(pass_rates_of_logits(self.base_logits, self.rewards), 1e-300, 1 - 1e-16)
         solvable = self.rewards.max(axis=1) > 0
-        delta = np.where(solvable, np.log(target / (1 - target)) - np.log(p / (1 - p)), 0.0)
+        delta = np.where(solvable, np.log(q_target / (1 - q_target)) - np.log(q / (1 - q)), 0.0)
         logits = self.base_logits + delta[:, None] * self.rewards
-        return Problems(logits, self.features, self.rewards)
+        return Problems(logits, self.features, self.rewards, execution)
 
 
 @dataclass(frozen=True)
@@ -52,6 +78,11 @@ class PathScales:
     beta: float
     v: float
     u: float
+
+
+def execution_rates(execution: np.ndarray) -> np.ndarray:
+    """``e_i = sigmoid(a_i)`` (exactly 1 at ``a_i = +inf``)."""
+    return 1.0 / (1.0 + np.exp(-np.asarray(execution, float)))
 
 
 def pass_rates_of_logits(logits: np.ndarray, rewards: np.ndarray) -> np.ndarray:

@@ -10,6 +10,13 @@ Learning the shared ``beta`` and low-rank ``V`` transfers to unseen problems tha
 share correct strategies and interferes where they do not: pushing mass onto
 popular strategies removes coverage of problems only rare strategies solve. The
 per-problem offsets ``u_i`` memorise and do not transfer.
+
+Execution: with ``execution_a > 0`` a rollout that takes a correct strategy still fails
+with probability ``1 - e_i``, ``e_i ~ Beta(execution_a, execution_b)`` drawn per problem
+and independent of everything else (slips in carrying the strategy out on this problem).
+The pass rate is ``p_i = e_i sum_s pi_is Y_is``: shared learning can at best put all mass
+on correct strategies, so held-out problems stay below ``e_i``; the memorisation path
+(scale ``local``) raises ``logit e_i`` of training problems only.
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ if TYPE_CHECKING:
 
 NAME = "strategies"
 KNOBS = ("n_strategies", "rank", "generality_a", "generality_b", "prior_scale", "embed_scale",
-         "skill_link")
+         "skill_link", "execution_a", "execution_b")
 
 
 def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
@@ -62,7 +69,11 @@ def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> 
     z = rng.normal(size=(size, cfg.rank))
     y = solves(cfg, world, rng, z)
     logits = world["beta0"][None, :] + z @ world["V0"]
-    return Problems(logits, z, y)
+    execution = None
+    if cfg.execution_a > 0:
+        e = np.clip(rng.beta(cfg.execution_a, cfg.execution_b, size), 1e-12, 1 - 1e-12)
+        execution = np.log(e) - np.log1p(-e)
+    return Problems(logits, z, y, execution)
 
 
 def path_scales(cfg: ModelConfig) -> PathScales:

@@ -1,6 +1,7 @@
 """Finding 12: n*(C) per validation subset of the mixtures; hard-only vs mixed training on easy bands."""
 from __future__ import annotations
 
+from ...errors import IsosimInputError
 from ._common import METRIC, Finding, Results, Scale, base, final_by, n_star_table, q1
 
 MIX2 = (("hard", 0.5), ("easy", 0.5))
@@ -18,11 +19,24 @@ def sweeps(sc: Scale) -> dict:
     }
 
 
+def _subset_n_star(ev):
+    """n*(C) on one validation subset, or None when no n's curve rises enough to be fitted (every n
+    loses ground there: the subset is forgotten, so no n is compute-optimal for it)."""
+    try:
+        return n_star_table(ev)
+    except IsosimInputError:
+        return None
+
+
 def check(r: Results) -> tuple[bool, dict]:
     subsets, wins = {}, 0
     for name in ("mix-hard-easy", "mix-hard-easy-very-easy"):
         for split in sorted(s for s in r.raw(name)["split"].unique() if s.startswith("val/")):
-            ns = n_star_table(r.evals(name, split))
+            ns = _subset_n_star(r.evals(name, split))
+            if ns is None:
+                subsets[f"{name}:{split}"] = {"n_star_low_C": None, "n_star_top_C": None,
+                                              "note": "no n's curve could be fitted (the subset loses ground)"}
+                continue
             first, last = int(ns["n"].iloc[0]), int(ns["n"].iloc[-1])
             subsets[f"{name}:{split}"] = {"n_star_low_C": first, "n_star_top_C": last}
             wins += last > min(r.specs[name].n)
@@ -46,7 +60,9 @@ def make(results, out):
     for ax, name in ((a, "mix-hard-easy"), (b, "mix-hard-easy-very-easy")):
         splits = sorted(s for s in results.raw(name)["split"].unique() if s.startswith("val/"))
         for i, split in enumerate(splits):
-            ns = n_star_table(results.evals(name, split))
+            ns = _subset_n_star(results.evals(name, split))
+            if ns is None:
+                continue
             ax.step(ns["compute"], ns["n"] * (1 + 0.04 * i), where="post", color=COLORS[i], label=split[4:])
         ax.set_xscale("log")
         log2_axis(ax, results.specs[name].n)

@@ -1,0 +1,136 @@
+"""``isosim calibrate RUNS --pass-rates FILE``: fit the surrogate to a user's pilot runs and
+predict the compute-optimal n with an interval."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from ..errors import IsosimInputError
+from ._options import _int_like, int_range, output_file, rollout_budget
+
+DESCRIPTION = """\
+Fit the knobs of the surrogate that a pass-rate histogram cannot show (the learning-rate scale,
+the base policy's concentration, the skill link) to a few short runs of your own model at two
+or more values of n, so that the surrogate's mean-field reward curves at the pilots' (n,
+B_problem, M) match the pilots' measured curves. The knob sets that fit within the pilots' own
+noise form an ensemble, which gives every predicted compute-optimal n an interval. Writes a
+model config that `isosim plan --model-config` and `isosim simulate --config` read."""
+
+
+def _n_list(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated n values, each an integer in [1, 2048]."""
+    out = []
+    for part in str(text).split(","):
+        try:
+            n = _int_like(part)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        if not 1 <= n <= 2048:
+            raise argparse.ArgumentTypeError(f"each n must be in [1, 2048], got {part.strip()!r}")
+        out.append(n)
+    return tuple(sorted(set(out)))
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("calibrate", help="fit the surrogate to pilot runs of your model",
+                              description=DESCRIPTION)
+    p.add_argument("runs", metavar="RUNS", help="pilot run logs in the `isosim fit` format (CSV, TSV, Parquet or an "
+                                                "isosim sweep folder): run, n, B_problem, compute or step, metric")
+    p.add_argument("--pass-rates", required=True, metavar="FILE",
+                   help="the base model's per-problem pass rates on the training problems: CSV/Parquet with a "
+                        "pass_rate (avg, avg@k) column, or correct and samples columns")
+    p.add_argument("--val-pass-rates", metavar="FILE",
+                   help="pass rates of the validation problems the pilots evaluate on (default: up to 300 of the "
+                        "training ones)")
+    p.add_argument("--metric", default="avg@1", help="the pilots' metric column: avg@k, best@k or worst@k "
+                                                      "(default: avg@1)")
+    p.add_argument("--budget", type=rollout_budget, metavar="C",
+                   help="the largest budget to predict n* at, in rollouts (default: 16 times the pilots' budget); "
+                        "the pilots must not run past it")
+    p.add_argument("--n", type=_n_list, metavar="N,N", help="the n to predict n*(C) over (default: 2,4,...,128)")
+    p.add_argument("--config", metavar="FILE", help="the base config whose other settings the surrogate keeps "
+                                                    "(TOML or JSON; default: the defaults)")
+    p.add_argument("--out", type=output_file(".toml"), metavar="FILE.toml",
+                   help="write the calibrated model config (TOML)")
+    p.add_argument("--workers", type=int_range(1, 64), metavar="K",
+                   help="worker processes (default: 2 where the machine has two or more cores)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    cpu0 = _cpu()
+    from ..analysis.runs import load_runs
+    from ..calibrate.calibration import calibrate, model_config_toml, n_grid, pilot_b_problem, prepare
+    from ..calibrate.config_file import read_model_config
+    from ..sim.population import load_pass_rates
+
+    for flag, value in (("--pass-rates", args.pass_rates), ("--val-pass-rates", args.val_pass_rates),
+                        ("--config", args.config)):
+        if value is not None and not str(value).strip():
+            raise IsosimInputError(f"{flag} needs a file path, got {value!r}")
+    base = read_model_config(args.config).config if args.config else None
+    values = load_pass_rates(args.pass_rates)
+    val = load_pass_rates(args.val_pass_rates) if args.val_pass_rates else None
+    runs = load_runs(args.runs)
+    pilots = prepare(runs, values, args.metric, val, base)[0]
+    budget = args.budget if args.budget is not None else 16 * pilots.budget
+    prepare(runs, values, args.metric, val, base, budget=budget)
+    n_grid(args.n, pilot_b_problem(pilots), budget)
+    cal = calibrate(runs, values, args.metric, val_pass_rates=val, base=base, budget=budget, workers=args.workers)
+    budgets = cal.budgets_to(budget)
+    curve = cal.predict_n_star(budgets, args.n, workers=args.workers)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(model_config_toml(cal, curve, budget, args.pass_rates))
+        tmp.replace(out)
+    seconds, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    if args.json:
+        info = cal.to_json(curve)
+        info["budget"] = budget
+        info["details"] = {**info["details"], "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2)}
+        print(json.dumps(info, indent=2))
+    else:
+        print(report(cal, curve, args.runs, args.out, seconds, cpu))
+    return 0
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the worker processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def report(cal, curve, source: str, out: str | None, seconds: float, cpu: float) -> str:
+    """The human-readable summary: the fitted knobs, the ensemble and n*(C) with its interval."""
+    d = cal.details
+    names = list(cal.knobs)
+    how = "between seeds" if d.get("noise_between_seeds") is not None else "within runs"
+    lines = [
+        f"isosim calibrate {source}: pilots {', '.join(f'n = {n}' for n in cal.pilot_ns)} at B_problem "
+        f"{cal.b_problem}, up to {cal.pilot_budget:.3g} rollouts; {len(cal.train)} problems; metric {cal.metric}",
+        "",
+        "fitted (mean field, scipy.optimize.least_squares): "
+        + ", ".join(f"{k} = {v:.4g}" for k, v in cal.knobs.items()),
+        f"fit RMSE {cal.fit_rmse:.3g}; the pilots' noise sd {cal.pilot_noise_sd:.3g} ({how}); "
+        f"{len(cal.ensemble)} knob sets fit within it (95% likelihood-ratio region, {d['evaluations']} evaluated):",
+        "",
+        "  " + "".join(f"{k:>13}" for k in names) + f"{'rmse':>10}",
+    ]
+    for m, r in zip(cal.ensemble, d["ensemble_rmse"]):
+        lines.append("  " + "".join(f"{m[k]:>13.4g}" for k in names) + f"{r:>10.3g}")
+    lines += ["", f"compute-optimal n*(C) at B_problem = {cal.b_problem} (the best fit; low-high over the ensemble):",
+              f"  {'compute':>10} {'n*':>6} {'low':>6} {'high':>6} {'agree':>6}"]
+    for c, n, lo, hi, a in curve[["compute", "n", "n_low", "n_high", "agree"]].itertuples(index=False):
+        lines.append(f"  {c:>10.3g} {n:>6} {lo:>6} {hi:>6} {a:>6.0%}")
+    if out:
+        lines += ["", f"wrote {out} (isosim plan --model-config {out}; isosim simulate --config {out})"]
+    lines += ["", f"{seconds:.1f} s ({cpu:.1f} CPU seconds)"]
+    return "\n".join(lines)

@@ -1,0 +1,299 @@
+"""``isosim calibrate``: the knob registry, the pilots' noise, the config file, the recovery of
+n*(C) from simulated pilots, and the command line with ``isosim plan --model-config``."""
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from isosim import SimConfig
+from isosim.calibrate import KNOBS, calibrate, read_model_config
+from isosim.calibrate import knobs as K
+from isosim.calibrate.config_file import model_config_text
+from isosim.calibrate.pilots import noise_between_seeds, noise_within_runs, read_pilots
+from isosim.cli import main
+from isosim.errors import IsosimInputError
+from isosim.plan.planner import ensemble_level
+from isosim.sim.population import population_from_pass_rates
+from isosim.sim.run import simulate
+
+# --- the knob registry ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(KNOBS))
+def test_every_knob_maps_to_a_config_field_within_its_bounds(name):
+    k = KNOBS[name]
+    assert k.meaning and k.scale in ("log", "linear") and k.lo < k.hi
+    for x in (k.lo, k.hi, 0.5 * (k.lo + k.hi)):
+        cfg = K.apply(SimConfig(), {name: x})
+        cfg.validate()
+        assert k.value(cfg) == pytest.approx(x)
+        assert k.from_unit(k.to_unit(x)) == pytest.approx(x)
+    assert k.to_unit(k.lo) == 0.0 and k.to_unit(k.hi) == pytest.approx(1.0)
+    assert k.lo <= k.value(SimConfig()) <= k.hi  # the default starts inside the box
+
+
+def test_unknown_knob_is_refused():
+    with pytest.raises(IsosimInputError, match="unknown knob"):
+        K.knobs_of(["lr", "nope"])
+
+
+# --- the pilots' noise -----------------------------------------------------------------------
+
+def _curves(sigma: float, tau: float, seeds: int = 3, points: int = 40, seed: int = 0) -> pd.DataFrame:
+    """Runs at n = 2 and 8: a smooth rising curve in log compute, a per-run offset ~ N(0, tau^2)
+    and white noise ~ N(0, sigma^2) on every evaluation."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in (2, 8):
+        c = np.unique(np.round(np.geomspace(16 * n, 2**16, points)))
+        for s in range(seeds):
+            off = rng.normal(0, tau)
+            y = 0.2 + 0.5 / (1 + np.exp(-(np.log(c) - 8.0))) + off + rng.normal(0, sigma, c.size)
+            rows += [(f"n{n}-s{s}", n, 8, float(ci), float(yi)) for ci, yi in zip(c, y)]
+    return pd.DataFrame(rows, columns=["run", "n", "B_problem", "compute", "avg@1"])
+
+
+def test_noise_estimators_recover_the_noise_they_are_built_for():
+    """White noise sigma and a lasting per-run offset tau: the within-run estimator sees sigma,
+    the between-seed one sqrt(sigma^2 + tau^2). Tolerances: 4 standard errors of each estimate
+    (about 1.2 / sqrt(m) relative for the median-based one from m residuals, 1 / sqrt(2 df) for
+    the pooled variance with df degrees of freedom), plus the seed offsets' own sampling error."""
+    sigma = 0.01
+    t = _curves(sigma, 0.0).rename(columns={"avg@1": "value"})
+    m = sum(len(g) - 2 for _, g in t.groupby("run"))
+    assert noise_within_runs(t) == pytest.approx(sigma, rel=4 * 1.2 / math.sqrt(m))
+    df = sum(g["compute"].nunique() * (g["run"].nunique() - 1) for _, g in t.groupby("n"))
+    assert noise_between_seeds(t) == pytest.approx(sigma, rel=4 / math.sqrt(2 * df))
+    lasting = _curves(sigma, 0.03, seeds=12, seed=1).rename(columns={"avg@1": "value"})
+    assert noise_within_runs(lasting) == pytest.approx(sigma, rel=0.2)
+    # 2 x 11 degrees of freedom for the offsets: relative SE about 1 / sqrt(44)
+    assert noise_between_seeds(lasting) == pytest.approx(math.hypot(sigma, 0.03), rel=4 / math.sqrt(44))
+    p = read_pilots(_curves(sigma, 0.0), "avg@1")
+    assert p.noise_sd == p.noise_between_seeds and p.base_level is None and p.budget == 2**16
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d[d["n"] == 2], "two or more distinct n"),
+    (lambda d: d.assign(**{"avg@1": d["avg@1"].where(d.index != 5)}), "finite number on every row"),
+    (lambda d: d.assign(**{"avg@1": d["avg@1"].astype(object).where(d.index != 3, "nan")}), "finite number"),
+    (lambda d: d.assign(**{"avg@1": d["avg@1"] + 1.0}), r"lie in \[0, 1\]"),
+    (lambda d: d[d["run"].str.endswith("s0")].groupby("run").head(2), "at least two evaluations after compute 0"),
+    (lambda d: d.drop(columns="B_problem"), "missing column"),
+])
+def test_bad_pilots_are_one_line_errors(edit, message):
+    with pytest.raises(IsosimInputError, match=message):
+        read_pilots(edit(_curves(0.01, 0.0, points=6).assign(compute=lambda d: d["compute"].where(
+            d.groupby("run").cumcount() > 0, 0.0))), "avg@1")
+
+
+def test_unknown_metric_and_missing_noise_are_refused():
+    with pytest.raises(IsosimInputError, match="unknown metric"):
+        read_pilots(_curves(0.01, 0.0), "pass@1")
+    one = _curves(0.01, 0.0, seeds=1).groupby("run").head(2)
+    with pytest.raises(IsosimInputError, match="noise"):
+        read_pilots(one, "avg@1")
+
+
+# --- the config file -------------------------------------------------------------------------
+
+def test_the_model_config_is_a_plain_config_with_its_ensemble_on_comment_lines(tmp_path):
+    cfg = K.apply(SimConfig(), {"lr": 0.01, "skill_link": 0.3})
+    ensemble = [{"lr": 0.01, "skill_link": 0.3}, {"lr": 0.02, "skill_link": 0.5}]
+    text = model_config_text(cfg, ensemble, {"metric": "avg@1", "fit_rmse": 0.01})
+    assert SimConfig.from_toml(text).config_id() == cfg.config_id()  # every config reader takes it
+    path = tmp_path / "calib.toml"
+    path.write_text(text)
+    read = read_model_config(path)
+    assert read.config.config_id() == cfg.config_id() and read.ensemble == tuple(ensemble)
+    assert read.info["metric"] == "avg@1"
+    assert [m.algo.lr for m in read.members()] == [0.01, 0.02]
+    # an ordinary [calibration] table is read the same way
+    table = tmp_path / "table.toml"
+    table.write_text(cfg.to_toml() + "\n[calibration]\nmetric = 'avg@1'\n[[calibration.ensemble]]\nlr = 0.05\n")
+    assert read_model_config(table).ensemble == ({"lr": 0.05},)
+    plain = tmp_path / "plain.toml"
+    plain.write_text(cfg.to_toml())
+    assert read_model_config(plain).members()[0].config_id() == cfg.config_id()
+    for bad, message in (("#@ [[calibration.ensemble]]\n#@ nope = 1.0\n", "unknown knob"),
+                         ("#@ [[calibration.ensemble]]\n#@ lr = nan\n", "finite number"),
+                         ("#@ [[calibration.ensemble]]\n#@ lr = -1.0\n", "lr must be > 0")):
+        path.write_text(cfg.to_toml() + bad)
+        with pytest.raises(IsosimInputError, match=message):
+            read_model_config(path)
+
+
+# --- recovery of n*(C) from simulated pilots ---------------------------------------------------
+
+#: the hidden knobs the pilots are simulated with (the default surrogate has lr 0.03, prior
+#: scale 2, skill link 0.7): a learner ten times slower, a more peaked base policy, weaker transfer
+HIDDEN = {"lr": 0.003, "prior_scale": 3.0, "skill_link": 0.4}
+D, VAL, B = 200, 100, 16
+PILOT_NS, PILOT_BUDGET, NS = (2, 16), 2**15, (2, 4, 8, 16, 32, 64, 128)
+TARGET = 16 * PILOT_BUDGET
+#: samples per validation problem behind each pilot evaluation (real logs estimate avg@1 from samples)
+SAMPLES = 4
+
+
+def _scenario():
+    """Pass rates drawn from Beta(0.6, 1.6) and measured with 16 samples (like a user's file),
+    the hidden model in a world (data seed 7) that the calibration does not know (it builds its
+    own, data seed 0), pilots at the smallest and a middle n."""
+    rng = np.random.default_rng(0)
+    train = rng.binomial(16, rng.beta(0.6, 1.6, D)) / 16
+    val = rng.binomial(16, rng.beta(0.6, 1.6, VAL)) / 16
+    hidden = K.apply(SimConfig(), HIDDEN).replace(population={"train_size": D, "val_size": VAL},
+                                                  eval={"ks": (1,), "n_evals": 8, "sampled": SAMPLES})
+    pop = population_from_pass_rates(train, val, model=hidden.model, seed=7)
+    return train, val, hidden, pop
+
+
+def _pilots(hidden, pop) -> pd.DataFrame:
+    """Two seeds at each pilot n, cut at the pilot budget; avg@1 estimated from SAMPLES samples
+    of each validation problem, as a real evaluation would (noise sd about 0.01)."""
+    rows = []
+    for n in PILOT_NS:
+        cfg = hidden.replace(allocation={"n": n, "b_problem": B, "budget": float(PILOT_BUDGET), "steps": 0})
+        for s in (100, 101):
+            cur = simulate(cfg, s, population=pop).curve("avg@1:sampled")
+            rows += [(f"n{n}-s{s}", n, B, c, v) for c, v in zip(cur["compute_rollouts"], cur["value"])]
+    return pd.DataFrame(rows, columns=["run", "n", "B_problem", "compute", "avg@1"])
+
+
+def _truth(hidden, pop, seeds=(200, 201, 202)) -> tuple[list[int], dict]:
+    """The simulator's n* at the target budget on seeds the pilots did not use (exact validation
+    avg@1): every n whose seed mean is within 2 standard errors (of the difference) of the best n's."""
+    vals = {}
+    for n in NS:
+        cfg = hidden.replace(allocation={"n": n, "b_problem": B, "budget": float(TARGET), "steps": 0},
+                             eval={"ks": (1,), "n_evals": 1, "sampled": 0})
+        vals[n] = np.array([simulate(cfg, s, population=pop).final("val")["avg@1"] for s in seeds])
+    mean = {n: v.mean() for n, v in vals.items()}
+    var = {n: v.var(ddof=1) / len(v) for n, v in vals.items()}
+    best = max(NS, key=lambda n: (mean[n], -n))
+    return [n for n in NS if mean[best] - mean[n] <= 2 * math.sqrt(var[n] + var[best])], mean
+
+
+def _doublings(n: int, ok: list[int]) -> float:
+    return min(abs(math.log2(n) - math.log2(t)) for t in ok)
+
+
+@pytest.mark.slow
+def test_calibrate_recovers_n_star_at_16_times_the_pilot_budget():
+    """Pilots from the simulator with hidden knobs (n = 2 and 16, 2 seeds each, 2^15 rollouts,
+    sampled evaluations); calibrate sees only them and the base pass rates. Its n* at 2^19
+    rollouts must be within one doubling of the simulator's n* there (3 other seeds; every n
+    within 2 SE of the best counts as n*), and the ensemble's interval must contain a simulated
+    n*. The control: the best fit with its learning rate at one of its bounds predicts an n* more
+    than one doubling away, so the check can fail."""
+    train, val, hidden, pop = _scenario()
+    pilots = _pilots(hidden, pop)
+    truth, mean = _truth(hidden, pop)
+    cal = calibrate(pilots, train, "avg@1", val_pass_rates=val)
+    assert cal.ensemble[0] == cal.knobs and len(cal.ensemble) >= 2
+    assert cal.fit_rmse < cal.details["start_rmse"] / 3
+    pred = cal.predict_n_star([TARGET], NS).iloc[0]
+    assert pred["n_low"] <= pred["n"] <= pred["n_high"]
+    assert _doublings(int(pred["n"]), truth) <= 1, (pred.to_dict(), truth, mean, cal.knobs)
+    assert any(pred["n_low"] <= t <= pred["n_high"] for t in truth), (pred.to_dict(), truth)
+    corners = tuple({**cal.knobs, "lr": x} for x in (KNOBS["lr"].lo, KNOBS["lr"].hi))
+    wrong = dataclasses.replace(cal, knobs=corners[0], ensemble=corners).predict_n_star([TARGET], NS).iloc[0]
+    assert max(_doublings(int(wrong["n_low"]), truth), _doublings(int(wrong["n_high"]), truth)) > 1, (
+        wrong.to_dict(), truth, mean)
+
+
+# --- the command line --------------------------------------------------------------------------
+
+TINY = {"model": {"n_strategies": 16, "rank": 4}}
+
+
+@pytest.fixture(scope="module")
+def tiny_files(tmp_path_factory):
+    """A small world (80 problems, 16 strategies): pass rates, a base config and simulated pilots."""
+    root = tmp_path_factory.mktemp("calibrate")
+    rng = np.random.default_rng(3)
+    train = rng.binomial(16, rng.beta(0.6, 1.6, 80)) / 16
+    pd.DataFrame({"pass_rate": train}).to_csv(root / "rates.csv", index=False)
+    base = SimConfig().replace(**TINY)
+    (root / "base.toml").write_text(base.to_toml())
+    hidden = K.apply(base, {"lr": 0.01}).replace(population={"train_size": 80, "val_size": 80},
+                                                 eval={"ks": (1,), "n_evals": 6})
+    pop = population_from_pass_rates(train, model=hidden.model, seed=5)
+    rows = []
+    for n in (2, 8):
+        cfg = hidden.replace(allocation={"n": n, "b_problem": 8, "budget": 2048.0, "steps": 0})
+        for s in (0, 1):
+            cur = simulate(cfg, s, population=pop).curve("avg@1")
+            rows += [(f"n{n}-s{s}", n, 8, int(st), v) for st, v in zip(cur["step"], cur["value"])]
+    pd.DataFrame(rows, columns=["run", "n", "B_problem", "step", "avg@1"]).to_csv(root / "pilots.csv", index=False)
+    return root
+
+
+def test_cli_calibrate_then_plan_and_simulate_with_its_model_config(tiny_files, capsys):
+    root = tiny_files
+    out = root / "calib.toml"
+    code = main(["calibrate", str(root / "pilots.csv"), "--pass-rates", str(root / "rates.csv"), "--config",
+                 str(root / "base.toml"), "--out", str(out), "--budget", "16384", "--n", "2,4,8,16", "--json"])
+    assert code == 0
+    res = json.loads(capsys.readouterr().out)
+    assert {"knobs", "fit_rmse", "pilot_noise_sd", "ensemble", "n_star_curve"} <= set(res)
+    assert res["ensemble"][0] == res["knobs"] and set(res["knobs"]) == set(K.DEFAULT)
+    assert all(KNOBS[k].lo <= v <= KNOBS[k].hi for m in res["ensemble"] for k, v in m.items())
+    curve = res["n_star_curve"]
+    assert [p["compute"] for p in curve] == [2048.0 * 2**j for j in range(4)]
+    assert all(p["n_low"] <= p["n"] <= p["n_high"] and p["n"] in (2, 4, 8, 16) for p in curve)
+    assert math.isfinite(res["fit_rmse"]) and res["pilot_noise_sd"] > 0
+    read = read_model_config(out)
+    assert read.config.algo.lr == pytest.approx(res["knobs"]["lr"]) and len(read.ensemble) == len(res["ensemble"])
+    assert read.config.model.n_strategies == 16  # the base config's other settings are kept
+
+    assert main(["plan", "--pass-rates", str(root / "rates.csv"), "--budget", "8192", "--b-max", "128",
+                 "--model-config", str(out), "--metric", "avg@1", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    conf = plan["confidence"]
+    assert conf["source"] == "ensemble" and conf["ensemble"]["members"] == len(res["ensemble"])
+    assert conf["level"] == ensemble_level(conf["ensemble"]["agree"])
+    assert conf["ensemble"]["n_low"] <= conf["ensemble"]["n_high"]
+    assert "n_low" in plan["n_star_curve"][-1]
+
+    assert main(["simulate", "--config", str(out), "--budget", "1024", "--json"]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert sim["compute_rollouts"] <= 1024 and "avg@1" in sim["final"]["val"]
+
+    assert main(["plan", "--pass-rates", str(root / "rates.csv"), "--budget", "8192", "--b-max", "128",
+                 "--model-config", str(out), "--model", "strategies"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_plan_confidence_comes_from_the_ensemble_spread():
+    """With an ensemble, a plan's confidence is its members' agreement on the chosen n: 'high'
+    when every member is the plan's own model; members whose learning rate grows linearly with
+    the batch (so large n take larger steps) disagree on n*, and the level follows the share
+    that agrees at the budget."""
+    from isosim.plan.planner import EnsembleAgreement, plan
+
+    rng = np.random.default_rng(3)
+    rng.uniform(size=80)
+    values = rng.binomial(16, rng.beta(0.6, 1.6, 80)) / 16
+    base = SimConfig().replace(**TINY)
+    same = plan(values, 8192, 128, "avg@1", base.model, base.algo, ensemble=[base, base, base])
+    assert same.ensemble.agree == 1.0 and same.confidence == "high"
+    assert same.ensemble.n_star == (same.best.n,) * 4
+    conf = same.to_json()["confidence"]
+    assert conf["source"] == "ensemble" and conf["ensemble"]["members"] == 4
+    linear = base.replace(algo={"lr_rule": "linear", "lr": 0.3})
+    mixed = plan(values, 8192, 128, "avg@1", base.model, base.algo, ensemble=[linear, linear])
+    assert mixed.best == same.best  # the recommendation is the plan's own model's
+    assert mixed.ensemble.members == 3 and mixed.ensemble.n_low < mixed.ensemble.n_high
+    assert mixed.ensemble.agree < 1.0 and mixed.confidence == ensemble_level(mixed.ensemble.agree) != "high"
+    n = same.best.n
+    split = dataclasses.replace(same, ensemble=EnsembleAgreement((n, n, 2 * n, n, 4 * n), n, same.best.b_problem,
+                                                                 same.ensemble.curve))
+    assert split.ensemble.agree == 0.6 and split.confidence == "medium"
+    assert split.to_json()["confidence"]["level"] == "medium"
+    assert "3 pick n = " in split.reasoning() and f"from {n} to {4 * n}" in split.reasoning()
+    assert [ensemble_level(a) for a in (1.0, 0.8, 0.79, 0.5, 0.49)] == ["high", "high", "medium", "medium", "low"]
+    plain = plan(values, 8192, 128, "avg@1", base.model, base.algo).to_json()["confidence"]
+    assert "source" not in plain and plain["level"] in ("high", "medium", "low")
