@@ -32,7 +32,7 @@ from isosim.lm import (  # noqa: E402
 )
 from isosim.lm.compare import n_star  # noqa: E402
 from isosim.lm.grpo import response_mask, token_logps  # noqa: E402
-from isosim.lm.protocol import BANDS, plan_grid, quick_config  # noqa: E402
+from isosim.lm.protocol import BANDS, budgets, medium_config, plan_grid, quick_config  # noqa: E402
 from isosim.lm.task import EOS, PAD, VOCAB_SIZE, Problems  # noqa: E402
 
 torch.set_num_threads(1)
@@ -263,7 +263,7 @@ def test_num_iterations_one_is_on_policy():
 def _micro_config():
     return replace(quick_config(), name="test", pool_size=900, train_size=64, val_size=48, n_grid=(2, 4, 8),
                    budget=1024, min_budget=256, n_budgets=3, eval_samples=8, surrogate_seeds=1,
-                   surrogate_lrs=(0.003, 0.01, 0.03, 0.1, 0.3), time_budget_s=120, reserve_s=10,
+                   surrogate_lrs=(0.003, 0.01, 0.03, 0.1, 0.3), time_budget_s=1e5, reserve_s=10,  # never shrinks
                    fb_steps=16, fb_min_steps=4, fb_n_budgets=3,
                    sft=SFTConfig(steps=900, batch=128, lr=3e-3))
 
@@ -294,7 +294,10 @@ def test_micro_validation_outputs(micro):
         assert js["measured"][band] and js["predicted"][band]
         for key in ("measured", "predicted"):
             for p in js[key][band]:
-                assert set(p) == {"compute", "n"} and p["n"] in (2, 4, 8) and p["compute"] in (256, 512, 1024)
+                assert p["n"] in (2, 4, 8) and p["compute"] in (256, 512, 1024)
+                # one seed: the measured interval comes from resampling the validation problems alone
+                assert set(p) == ({"compute", "n", "n_low", "n_high"} if key == "measured" else {"compute", "n"})
+                assert key == "predicted" or p["n_low"] <= p["n"] <= p["n_high"]
         # the agreement is the mean |log2 n*_measured - log2 n*_predicted| over the budgets, and the
         # constant predictors score mean |log2 n*_measured - log2 g| (the grid ends g = 2 and 8)
         err, count = _mean_abs_log2_error(js["measured"][band], js["predicted"][band], "compute")
@@ -409,6 +412,15 @@ def test_plan_shrinks_budget_then_grid():
     assert slow["predicted_total_s"] <= 60 and slow["fixed_batch"]["m_max"] < cfg.fb_steps
     very = plan_grid(cfg, {2: 1.0, 32: 2.0}, 0.1, 10)
     assert very["budget"] == 1024 and len(very["n_grid"]) == 3
+    # two seeds double the grid's time, two workers halve it
+    two = replace(cfg, seeds=2)
+    assert plan_grid(two, {2: 0.01, 32: 0.02}, 0.1, 1e6)["predicted_s"] == pytest.approx(2 * fast["predicted_s"])
+    assert plan_grid(two, {2: 0.01, 32: 0.02}, 0.1, 1e6, workers=2)["predicted_s"] == pytest.approx(fast["predicted_s"])
+    # the medium scale never shrinks: its grid is the design (n 2..64, C_max 2^19, 8 budgets a doubling apart)
+    med = medium_config()
+    plan = plan_grid(med, {2: 0.05, 64: 0.3}, 0.5, med.time_budget_s - med.reserve_s, workers=2)
+    assert plan["budget"] == 2**19 and plan["n_grid"] == [2, 4, 8, 16, 32, 64] and not plan["shrunk"]
+    assert plan["fixed_batch"]["splits"] == [] and len(budgets(2**19, med.n_budgets)) == 8
 
 
 def test_cli_lm_errors(capsys, monkeypatch):
@@ -423,3 +435,220 @@ def test_cli_lm_errors(capsys, monkeypatch):
     with pytest.raises(SystemExit) as exc:
         cli.main(["lm", "validate", "--device", "tpu"])
     assert exc.value.code == 2
+
+
+# --- the shared-prefix fast path ----------------------------------------------------------------
+
+def test_grouped_logps_and_generation_equal_the_plain_path():
+    """Log-probabilities with the prompt run once per group equal those of the full sequences
+    (float64), with and without gradients; sampling n continuations from one prefill draws the
+    same tokens as sampling from n repeated prompts with the same generator."""
+    from isosim.lm.grpo import grouped_token_logps
+
+    spec = TaskSpec(1, 5)
+    torch.manual_seed(3)
+    model = GPT(GPTConfig(VOCAB_SIZE, spec.block_size, 2, 4, 32)).double()
+    probs = sample_problems(4, spec, np.random.default_rng(5))
+    prompts = torch.from_numpy(Tokenizer(spec).encode_prompts(probs))
+    resp = torch.randint(0, VOCAB_SIZE, (12, spec.max_new_tokens))
+    fast = grouped_token_logps(model, prompts, resp, 3)
+    slow = token_logps(model, torch.cat([prompts.repeat_interleave(3, 0), resp], 1), spec.prompt_len)
+    assert fast.shape == slow.shape == (12, spec.max_new_tokens)
+    assert torch.allclose(fast, slow, atol=1e-10)
+    g1 = torch.autograd.grad(fast.sum(), list(model.parameters()))
+    g2 = torch.autograd.grad(slow.sum(), list(model.parameters()))
+    for a, b in zip(g1, g2):
+        assert torch.allclose(a, b, atol=1e-9)
+    for seed in (0, 1):
+        x = model.generate(prompts, spec.max_new_tokens, eos=EOS, repeats=3, generator=torch.Generator().manual_seed(seed))
+        y = model.generate(prompts.repeat_interleave(3, 0), spec.max_new_tokens, eos=EOS,
+                           generator=torch.Generator().manual_seed(seed))
+        assert torch.equal(x, y)
+
+
+# --- held-out scoring and the n*(C) interval: hand-made cases -----------------------------------
+
+def test_score_prediction_hand_computed():
+    from isosim.lm.heldout import score_prediction
+
+    measured = [{"compute": 100, "n": 8, "n_low": 4, "n_high": 16}, {"compute": 200, "n": 16, "n_low": 16, "n_high": 16},
+                {"compute": 400, "n": 4}, {"compute": 800, "n": 8, "n_low": 2, "n_high": 64}]
+    # errors |3 - 5| = 2, |4 - 2| = 2, |2 - 3| = 1, |3 - 6| = 3; within: no (32 outside [4, 16]), no,
+    # yes (one doubling), yes (64 inside [2, 64])
+    got = score_prediction(measured, {100: 32, 200: 4, 400: 8, 800: 64, 1600: 2})
+    assert got == {"mean_abs_log2_error": pytest.approx(8 / 4), "share_within_one_doubling": 0.5, "budgets": 4}
+    assert score_prediction(measured, {100: 8})["mean_abs_log2_error"] == 0.0
+    assert score_prediction(measured, {}) == {"mean_abs_log2_error": None, "share_within_one_doubling": None, "budgets": 0}
+
+
+def _runs(counts, grid, budgets, samples, base):
+    from isosim.lm.heldout import SubsetRuns
+
+    return SubsetRuns("easy", grid, budgets, samples,
+                      {n: {s: {c: np.asarray(v, float) for c, v in per.items()} for s, per in seeds.items()}
+                       for n, seeds in counts.items()}, np.asarray(base, float))
+
+
+def test_bootstrap_interval_hand_computed():
+    """One problem, 10 samples: n = 2's seeds score 10/10 and 0/10 (mean 0.5), n = 4's 6/10 and
+    6/10 (0.6), so n* = 4. Resampling n = 2's two seeds gives (10, 10) with probability 1/4, and
+    then n* = 2; otherwise n* = 4. The 90% interval is [2, 4] and n = 2's share about 0.25."""
+    from isosim.lm.heldout import bootstrap_n_star, measured_with_interval
+
+    runs = _runs({2: {0: {100: [10]}, 1: {100: [0]}}, 4: {0: {100: [6]}, 1: {100: [6]}}}, [2, 4], [100], 10, [3])
+    boot = bootstrap_n_star(runs, reps=4000, level=0.9)
+    assert boot[100]["n_low"] == 2 and boot[100]["n_high"] == 4
+    assert abs(boot[100]["share"][2] - 0.25) < 0.03
+    m = measured_with_interval(runs, reps=4000, level=0.9)
+    assert m[0]["n"] == 4 and (m[0]["n_low"], m[0]["n_high"]) == (2, 4)
+    # n = 4 better on every problem and seed: the interval is the point
+    clear = _runs({2: {0: {100: [2, 3]}, 1: {100: [3, 2]}}, 4: {0: {100: [8, 9]}, 1: {100: [9, 8]}}}, [2, 4], [100], 10,
+                  [1, 1])
+    b = bootstrap_n_star(clear, reps=500)
+    assert (b[100]["n_low"], b[100]["n_high"]) == (4, 4) and b[100]["share"] == {4: 1.0}
+    # best-so-far: n = 2 peaks at C = 100, so it still wins at C = 200 although it dropped
+    drop = _runs({2: {0: {100: [9], 200: [1]}}, 4: {0: {100: [2], 200: [8]}}}, [2, 4], [100, 200], 10, [1])
+    assert [(p["compute"], p["n"]) for p in measured_with_interval(drop, reps=100)] == [(100, 2), (200, 2)]
+
+
+def test_held_out_protocol_and_alternatives_hand_computed():
+    """Grid 2, 4, 8, 16, C_max = 1600, budgets 100 .. 1600: pilots are n = 2 and n = 8 (the middle),
+    cut at C_max / 16 = 100; the scored budgets are 200 .. 1600. Measured n* (two seeds, one
+    problem of 10 samples; the budget's winner scores 5, 6, 7, 8, 9 of 10, the others 3) is
+    2, 4, 4, 8, 16 over the budgets."""
+    from isosim.lm.heldout import (
+        STUDY_LAW,
+        Predictor,
+        constant,
+        make_pilots,
+        nearest_grid,
+        scalerl_per_n,
+        score_held_out,
+        study_law,
+        study_law_n,
+    )
+
+    grid, budgets = [2, 4, 8, 16], [100, 200, 400, 800, 1600]
+    winner = {100: 2, 200: 4, 400: 4, 800: 8, 1600: 16}
+    counts = {n: {s: {c: [5 + j if winner[c] == n else 3] for j, c in enumerate(budgets)} for s in (0, 1)}
+              for n in grid}
+    runs = _runs(counts, grid, budgets, 10, [1])
+    measured = [{"compute": p["compute"], "n": p["n"]} for p in runs.n_star()]
+    assert [p["n"] for p in measured] == [2, 4, 4, 8, 16]
+    pil = make_pilots(runs, "two", 1600, 4, np.zeros(3), np.zeros(2), 16)
+    assert sorted(pil.curves) == [2, 8] and all(set(v) == {100} for v in pil.curves.values())
+    assert pil.targets == [200, 400, 800, 1600] and pil.rollouts == 2 * 2 * 100
+    seen = []
+    spy = Predictor(lambda p: seen.append(p) or {c: 4 for c in p.targets})
+    res = score_held_out({"easy": runs}, {"easy": measured},
+                         {"smallest": constant("smallest"), "largest": constant("largest"), "spy": spy,
+                          "all": Predictor(spy.fn, pilots="all")}, c_max=1600, b_problem=4,
+                         counts={"easy": (np.zeros(3), np.zeros(2))}, measure_samples=16)
+    # measured on the scored budgets: 4, 4, 8, 16; always 2: errors 1, 1, 2, 3; always 16: 2, 2, 1, 0;
+    # always 4: 0, 0, 1, 2
+    assert res["smallest"]["easy"] == {"mean_abs_log2_error": 1.75, "share_within_one_doubling": 0.5, "budgets": 4}
+    assert res["largest"]["easy"] == {"mean_abs_log2_error": 1.25, "share_within_one_doubling": 0.5, "budgets": 4}
+    assert res["spy"]["easy"] == {"mean_abs_log2_error": 0.75, "share_within_one_doubling": 0.75, "budgets": 4}
+    assert res["spy"]["pilot_rollouts"] == 400 and res["all"]["pilot_rollouts"] == 4 * 2 * 100
+    assert sorted(seen[1].curves) == grid  # the "all" predictor saw every n, still cut at 100
+    assert max(c for v in seen[1].curves.values() for c in v) == 100
+    # the study's law at C = 10^5.84: log2 n* = L / 2 + b = 6.09 / 2 + 2.73 = 5.775, nearest of 2..64 is 64
+    assert study_law_n("easy", 10**5.84) == pytest.approx(6.09 / 2 + 2.73)
+    assert nearest_grid([2, 4, 8, 16, 32, 64], 5.775) == 64 and nearest_grid([2, 4], 1.5) == 2
+    law = study_law().fn(make_pilots(runs, "two", 1600, 4, np.zeros(3), np.zeros(2), 16))
+    q = STUDY_LAW["easy"]
+    expect = q["L"] / (1 + math.exp(-q["k"] * (math.log10(200) - q["log10_C0"]))) + q["b"]  # about 2.73: n = 8
+    assert law[200] == nearest_grid(grid, expect) == 8
+    assert scalerl_per_n().pilots == "all"
+
+
+def test_scalerl_fit_recovers_a_known_curve():
+    from isosim.lm.heldout import Pilots, fit_scalerl, scalerl_curve, scalerl_per_n
+
+    cs = [250, 500, 1000, 2000, 4000]
+    pts = {c: float(scalerl_curve(c, 0.2, 0.8, 1000.0, 1.5)) for c in cs}
+    a, c_mid, b = fit_scalerl(pts, 0.2)
+    assert (a, c_mid, b) == (pytest.approx(0.8, abs=1e-4), pytest.approx(1000.0, rel=1e-3), pytest.approx(1.5, abs=1e-3))
+    assert fit_scalerl({100: 0.5}, 0.2) is None
+    # two n: n = 2 fast and low (A 0.6, C_mid 200), n = 8 slow and high (A 0.9, C_mid 2000): the curves cross
+    # where 0.2 + 0.4 / (1 + 200 / C) = 0.2 + 0.7 / (1 + (2000 / C)), at C = 2200; n* is 2 before and 8 after
+    curves = {2: {c: float(scalerl_curve(c, 0.2, 0.6, 200.0, 1.0)) for c in cs},
+              8: {c: float(scalerl_curve(c, 0.2, 0.9, 2000.0, 1.0)) for c in cs}}
+    p = Pilots("easy", curves, 4000, [1000, 2000, 4000, 16000], [2, 8], 4, 0.2, np.zeros(1), np.zeros(1), 16, 1)
+    assert scalerl_per_n()(p) == {1000: 2, 2000: 2, 4000: 8, 16000: 8}
+
+
+# --- seeds, workers, intervals and the held-out entry, end to end -------------------------------------
+
+def _seeds_config():
+    return replace(quick_config(), name="test-seeds", pool_size=700, train_size=32, val_size=32, n_grid=(2, 4, 8),
+                   budget=1024, min_budget=1024, n_budgets=6, eval_samples=8, surrogate_seeds=1,
+                   surrogate_lrs=(0.003, 0.03, 0.3), time_budget_s=1e5, reserve_s=10, seeds=2, fixed_batch=False,
+                   bootstrap=200, sft=SFTConfig(steps=400, batch=128, lr=3e-3))
+
+
+def test_seeds_workers_interval_and_held_out(tmp_path):
+    """Two seeds per (subset, n) trained by two worker processes: every run is journalled once
+    with its seed and per-problem counts; the measured n* carries an interval that contains it;
+    the held-out entry scores every alternative on the budgets C_max / 8 .. C_max with the pilot
+    costs of the protocol; the calibrated scores are pending. A rerun without the base model and
+    the pool file trains nothing and recomputes the same comparison from the results file."""
+    cfg = _seeds_config()
+    res = run_validate(tmp_path, config=cfg, workers=2, figures=False)
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    done = [r for r in recs if r["kind"] == "run_done"]
+    assert sorted((r["subset"], r["n"], r["seed"]) for r in done) == sorted(
+        (s, n, k) for s in BANDS for n in (2, 4, 8) for k in (0, 1))
+    assert all(r["rollouts"] == 1024 for r in done)
+    evals = [r for r in recs if r["kind"] == "eval"]
+    assert all(len(r["counts"]) == 32 and r["value"] == pytest.approx(sum(r["counts"]) / (32 * 8)) for r in evals)
+    # the two seeds of a run differ (different training seeds), at the same evaluation seed
+    by = {(r["subset"], r["n"], r["seed"], r["compute"]): r["counts"] for r in evals if r["n"]}
+    assert any(by[(s, n, 0, c)] != by[(s, n, 1, c)] for (s, n, k, c) in by if k == 0)
+    js = res.to_json()
+    for band in BANDS:
+        pts = js["measured"][band]
+        assert [p["compute"] for p in pts] == [32, 64, 128, 256, 512, 1024]
+        assert all(p["n_low"] <= p["n"] <= p["n_high"] for p in pts)
+    cal = js["calibrated"]
+    assert cal["easy"] is None and cal["hard"] is None and cal["status"].startswith("pending")
+    assert cal["protocol"]["pilot_n"] == [2, 4] and cal["protocol"]["pilot_cut"] == 64
+    assert cal["protocol"]["budgets"] == [128, 256, 512, 1024]
+    alt = cal["alternatives"]
+    assert set(alt) == {"always_smallest_n", "always_largest_n", "study_law", "default_surrogate", "scalerl_per_n"}
+    assert alt["always_smallest_n"]["pilot_rollouts"] == 2 * 2 * 2 * 64  # subsets x pilot n x seeds x cut
+    assert alt["scalerl_per_n"]["pilot_rollouts"] == 2 * 3 * 2 * 64
+    for band in BANDS:
+        meas = {p["compute"]: p for p in js["measured"][band]}
+        small = alt["always_smallest_n"][band]
+        errs = [math.log2(meas[c]["n"]) - 1 for c in (128, 256, 512, 1024)]
+        assert small["budgets"] == 4 and small["mean_abs_log2_error"] == pytest.approx(np.mean(errs))
+        within = [e <= 1 or meas[c]["n_low"] <= 2 for e, c in zip(errs, (128, 256, 512, 1024))]
+        assert small["share_within_one_doubling"] == pytest.approx(np.mean(within))
+    json.dumps(js, allow_nan=False)
+    # rerun from the results file alone
+    (tmp_path / "base.pt").unlink()
+    (tmp_path / "pool.npz").unlink()
+    again = run_validate(tmp_path, config=cfg, figures=False)
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert kinds.count("run_done") == 12 and kinds.count("base") == 1 and kinds.count("pool") == 1
+    assert not (tmp_path / "base.pt").exists()
+    assert again.measured == res.measured
+    assert again.to_json()["calibrated"] == js["calibrated"]
+
+
+def test_cli_scale_errors_create_nothing(tmp_path, capsys, monkeypatch):
+    import isosim.cli as cli
+
+    if "lm" not in cli.SUBCOMMANDS:
+        monkeypatch.setattr(cli, "SUBCOMMANDS", cli.SUBCOMMANDS + ("lm",))
+    out = tmp_path / "never"
+    assert cli.main(["lm", "validate", "--quick", "--scale", "medium", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--scale" in err and not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lm", "validate", "--scale", "huge", "--out", str(out)])
+    assert exc.value.code == 2 and not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lm", "validate", "--workers", "0", "--out", str(out)])
+    assert exc.value.code == 2 and not out.exists()

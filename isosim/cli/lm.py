@@ -20,7 +20,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     acts.required = True
     v = acts.add_parser("validate", help="measured vs predicted n*(C) (writes JSON lines, figures, a report)")
-    v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores)")
+    v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores); "
+                                                        "the same as --scale quick")
+    v.add_argument("--scale", choices=("quick", "medium", "full"), default=None,
+                   help="configuration: quick (CI, minutes), medium (2 CPU cores, about 45 minutes with --workers 2: "
+                        "n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores) or full (one GPU; the default)")
+    v.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=1,
+                   help=f"processes training the Q1 runs in parallel, 1 to {MAX_WORKERS}, one torch thread each "
+                        "(CPU only; default 1)")
     v.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="torch device (default cpu)")
     v.add_argument("--out", default="isosim-out/lm", metavar="DIR", type=output_dir,
                    help="results, base model, figures and report (default ./isosim-out/lm/); reused when rerun")
@@ -41,13 +48,19 @@ def run(args: argparse.Namespace) -> int:
         raise IsosimInputError("--device cuda: no CUDA device is available")
     if args.threads < 1:
         raise IsosimInputError("--threads must be >= 1")
+    if args.quick and args.scale not in (None, "quick"):
+        raise IsosimInputError(f"--quick and --scale {args.scale} disagree: give one of them")
+    if args.workers > 1 and args.device != "cpu":
+        raise IsosimInputError("--workers applies to --device cpu only")
     torch.set_num_threads(args.threads)
     from ..experiments.progress import quiet_flag
+    from ..lm.protocol import SCALES
     from ..lm.validate import run_validate
 
+    scale = "quick" if args.quick else (args.scale or "full")
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else (lambda s: print(s, flush=True))
-    res = run_validate(args.out, quick=args.quick, device=args.device, log=log,
-                       progress=quiet_flag(args.json or args.quiet))
+    res = run_validate(args.out, config=SCALES[scale](), device=args.device, log=log,
+                       progress=quiet_flag(args.json or args.quiet), workers=args.workers)
     if args.json:
         print_json(res.to_json())
         return 0

@@ -1,5 +1,6 @@
 """Throughput of the small GPT: generated tokens/s with and without the KV cache, training
-tokens/s (forward + backward + AdamW), and whole GRPO steps with and without the cache."""
+tokens/s (forward + backward + AdamW), and whole GRPO steps with and without the cache, and
+with the update's log-probabilities computed on full sequences instead of once per prompt."""
 from __future__ import annotations
 
 import time
@@ -72,9 +73,11 @@ def lm_benchmark(device: str = "cpu", *, batch: int | None = None, repeats: int 
     out["train_tokens_per_s"] = batch * (seq.shape[1] - 1) / _timed(train_step, device, repeats)
 
     problems = sample_problems(max(64, batch // 16), task, rng)
-    for cache in (True, False):
+    for key, cache, shared in (("kv_cache", True, True), ("no_cache", False, True), ("full_sequences", True, False)):
+        # full_sequences: the log-probabilities of the update from the n full prompt + response rows,
+        # not from the prompt run once per group (the same values; see GRPOTrainer's shared_prefix)
         tr = GRPOTrainer(net, task, problems, GRPOConfig(n=16, b_problem=max(4, batch // 16), lr=1e-5), device=device,
-                         seed=0, use_cache=cache)
+                         seed=0, use_cache=cache, shared_prefix=shared)
         tok0 = []
 
         def grpo_step():
@@ -83,7 +86,7 @@ def lm_benchmark(device: str = "cpu", *, batch: int | None = None, repeats: int 
 
         secs = _timed(grpo_step, device, repeats)
         per_step = (tr.tokens - tok0[1]) / repeats
-        out[f"grpo_generated_tokens_per_s_{'kv_cache' if cache else 'no_cache'}"] = per_step / secs
+        out[f"grpo_generated_tokens_per_s_{key}"] = per_step / secs
     return out
 
 
@@ -98,4 +101,6 @@ def format_lm_benchmark(res: dict) -> str:
         f"  training (fwd+bwd+AdamW): {res['train_tokens_per_s']:>10,.0f} tokens/s",
         f"  GRPO step, KV cache:    {res['grpo_generated_tokens_per_s_kv_cache']:>12,.0f} generated tokens/s",
         f"  GRPO step, no cache:    {res['grpo_generated_tokens_per_s_no_cache']:>12,.0f} generated tokens/s",
+        f"  GRPO step, KV cache, update on full sequences (prompt not shared): "
+        f"{res['grpo_generated_tokens_per_s_full_sequences']:,.0f} generated tokens/s",
     ])

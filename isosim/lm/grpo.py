@@ -149,6 +149,17 @@ def token_logps(model: GPT, seq: torch.Tensor, prompt_len: int, temperature: flo
     return torch.gather(F.log_softmax(logits, dim=-1), 2, seq[:, prompt_len:, None]).squeeze(2)
 
 
+def grouped_token_logps(model: GPT, prompts: torch.Tensor, resp: torch.Tensor, n: int,
+                        temperature: float = 1.0) -> torch.Tensor:
+    """:func:`token_logps` of the sequences ``cat(prompts[i], resp[i * n + j])`` for G prompts
+    (G, P) with n responses each (G * n, R), the prompt's activations computed once per prompt
+    (:meth:`GPT.forward_grouped`): the same log-probabilities, fewer operations."""
+    logits = model.forward_grouped(prompts, resp[:, :-1], n).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    return torch.gather(F.log_softmax(logits, dim=-1), 2, resp[:, :, None]).squeeze(2)
+
+
 def response_mask(resp: torch.Tensor) -> torch.Tensor:
     """1 on generated tokens up to and including <eos> (all of them when truncated)."""
     eos = (resp == EOS).long()
@@ -161,12 +172,13 @@ def sample(model: GPT, spec: TaskSpec, problems: Problems, n: int, *, device: st
            temperature: float = 1.0, use_cache: bool = True, batch_size: int = 4096) -> tuple[np.ndarray, dict]:
     """``n`` sampled responses per problem (row i * n + j is sample j of problem i) and their scores."""
     tok = Tokenizer(spec)
-    prompts = np.repeat(tok.encode_prompts(problems), n, axis=0)
+    prompts = tok.encode_prompts(problems)
+    per = max(1, batch_size // n)  # prompts per generation batch (each sampled n times from one prefill)
     outs = []
-    for lo in range(0, len(prompts), batch_size):
-        p = torch.from_numpy(prompts[lo:lo + batch_size]).to(device)
+    for lo in range(0, len(prompts), per):
+        p = torch.from_numpy(prompts[lo:lo + per]).to(device)
         outs.append(model.generate(p, spec.max_new_tokens, eos=EOS, pad=PAD, temperature=temperature,
-                                   use_cache=use_cache, generator=generator).cpu().numpy())
+                                   use_cache=use_cache, generator=generator, repeats=n).cpu().numpy())
     resp = np.concatenate(outs) if outs else np.zeros((0, spec.max_new_tokens), dtype=np.int64)
     return resp, score(problems.subset(np.repeat(np.arange(len(problems)), n)), resp)
 
@@ -194,17 +206,20 @@ class GRPOTrainer:
     """GRPO on a fixed training pool; ``step()`` is one update, counters keep the compute."""
 
     def __init__(self, model: GPT, spec: TaskSpec, problems: Problems, cfg: GRPOConfig, *, device: str = "cpu",
-                 seed: int = 0, use_cache: bool = True):
+                 seed: int = 0, use_cache: bool = True, shared_prefix: bool = True):
         self.cfg = cfg.validate()
         self.model, self.spec, self.problems, self.device = model, spec, problems, device
         self.tok = Tokenizer(spec)
         self.use_cache = use_cache
+        self.shared_prefix = shared_prefix  # log-probs with the prompt run once per group (same values, faster)
         self.ref = None
         if cfg.kl_coef > 0:
             self.ref = copy.deepcopy(model).eval()
             for p in self.ref.parameters():
                 p.requires_grad_(False)
-        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+        # foreach: one multi-tensor update for all parameters instead of a Python loop over them
+        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay,
+                                     foreach=True)
         self.rng = np.random.default_rng([seed, 0x6790])
         self.gen = make_generator(device, seed * 7919 + 17)
         self.order = np.zeros(0, dtype=np.int64)
@@ -236,20 +251,26 @@ class GRPOTrainer:
         self.model.train()
         rewards = torch.from_numpy(sc["reward"]).to(self.device, torch.float32).view(cfg.b_problem, cfg.n)
         adv = group_advantages(rewards, cfg.scale_rewards, cfg.std_eps).reshape(-1)
-        prompts = torch.from_numpy(np.repeat(self.tok.encode_prompts(probs), cfg.n, axis=0)).to(self.device)
+        prompts = torch.from_numpy(self.tok.encode_prompts(probs)).to(self.device)
         resp_t = torch.from_numpy(resp).to(self.device)
-        seq = torch.cat([prompts, resp_t], dim=1)
         mask = response_mask(resp_t)
-        P = prompts.shape[1]
+        if self.shared_prefix:
+            def logps(model):
+                return grouped_token_logps(model, prompts, resp_t, cfg.n, cfg.temperature)
+        else:
+            seq = torch.cat([prompts.repeat_interleave(cfg.n, dim=0), resp_t], dim=1)
+
+            def logps(model):
+                return token_logps(model, seq, prompts.shape[1], cfg.temperature)
         old_logp = ref_logp = None
         with torch.no_grad():
             if cfg.num_iterations > 1:
-                old_logp = token_logps(self.model, seq, P, cfg.temperature)
+                old_logp = logps(self.model)
             if self.ref is not None:
-                ref_logp = token_logps(self.ref, seq, P, cfg.temperature)
+                ref_logp = logps(self.ref)
         stats: dict = {}
         for _ in range(cfg.num_iterations):
-            logp = token_logps(self.model, seq, P, cfg.temperature)
+            logp = logps(self.model)
             # on-policy (one iteration): the old policy is the current one, so the ratio is exactly 1
             loss, stats = policy_loss(logp, logp.detach() if old_logp is None else old_logp, adv, mask, cfg,
                                       ref_logp, self.spec.max_new_tokens)

@@ -52,12 +52,30 @@ class ValidateConfig:
     time_budget_s: float = 150.0  # wall time of the whole validation
     reserve_s: float = 25.0  # kept for the surrogate, the figures and the report
     seed: int = 0
+    seeds: int = 1  # training seeds per (subset, n) of the Q1 grid
+    fixed_batch: bool = True  # run the fixed-batch grid
+    pool_bands: tuple[tuple[float, float, float], ...] = ((0.2, 0.75, 0.45), (0.0, 0.15, 0.45), (0.0, 1.0, 0.1))
+    bootstrap: int = 1000  # bootstrap replicates of the n*(C) interval (seeds and validation problems resampled)
+    interval: float = 0.9  # central probability of that interval
 
     def config_id(self) -> str:
+        """A hash of everything that decides the trained runs and their evaluations. The
+        surrogate's settings, the time budget and the bootstrap are left out (changing them
+        recomputes the comparison from the stored runs without retraining), and so are fields
+        added after results were first stored, while they keep their default values (old
+        results files keep their id)."""
         d = asdict(self)
-        d.pop("time_budget_s")
-        d.pop("reserve_s")
+        for key in ("time_budget_s", "reserve_s", "surrogate", "surrogate_seeds", "surrogate_lrs", "bootstrap",
+                    "interval"):
+            d.pop(key)
+        for key, default in _LATER_DEFAULTS.items():
+            if d[key] == default:
+                d.pop(key)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_LATER_DEFAULTS = {"seeds": 1, "fixed_batch": True,
+                   "pool_bands": ((0.2, 0.75, 0.45), (0.0, 0.15, 0.45), (0.0, 1.0, 0.1))}
 
 
 def quick_config() -> ValidateConfig:
@@ -70,6 +88,23 @@ def quick_config() -> ValidateConfig:
         sft=SFTConfig(steps=900, batch=128, lr=3e-3, time_limit_s=45),
         grpo=GRPOConfig(lr=3e-4), budget=16384, min_budget=2048, n_budgets=5,
         fb_steps=256, fb_min_steps=16, fb_n_budgets=4, time_budget_s=165.0,
+    )
+
+
+def medium_config() -> ValidateConfig:
+    """2 idle CPU cores, under 45 minutes with 2 workers: a one-layer GPT of width 24 (capacity
+    limited, so RL plateaus below the ceiling) on longer chains (k in [1, 8]), B_problem 32,
+    n = 2..64, 2 training seeds per (subset, n), evaluations at C = 2^12 .. 2^19 (8 budgets, a
+    doubling apart); no fixed-batch grid. The grid is fixed (the time budget is set so that the
+    plan never shrinks it)."""
+    task = TaskSpec(1, 8)
+    return ValidateConfig(
+        name="medium", task=task,
+        model=GPTConfig(vocab_size=VOCAB_SIZE, block_size=task.block_size, n_layer=1, n_head=4, n_embd=24),
+        sft=SFTConfig(steps=1500, batch=128, lr=3e-3),
+        grpo=GRPOConfig(lr=6e-4), pool_size=4500, train_size=512, val_size=200, b_problem=32,
+        n_grid=(2, 4, 8, 16, 32, 64), budget=2**19, min_budget=2**19, n_budgets=8, seeds=2, fixed_batch=False,
+        time_budget_s=36_000.0, reserve_s=300.0,
     )
 
 
@@ -86,6 +121,10 @@ def full_config() -> ValidateConfig:
         budget=2**17, min_budget=2**13, n_budgets=8, fb_steps=512, fb_min_steps=32, fb_n_budgets=6,
         time_budget_s=440.0, reserve_s=40.0,
     )
+
+
+#: the named configurations of ``isosim lm validate --scale``
+SCALES = {"quick": quick_config, "medium": medium_config, "full": full_config}
 
 
 # --- grids and the time plan ----------------------------------------------------------------
@@ -112,19 +151,25 @@ def fb_marks(m_max: int, fb_n_budgets: int) -> list[int]:
     return sorted({int(m_max // 2**j) for j in range(fb_n_budgets) if m_max // 2**j >= 1})
 
 
-def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: float, n_subsets: int = 2) -> dict:
+def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: float, n_subsets: int = 2,
+              workers: int = 1) -> dict:
     """The largest C_max = budget / 2^j (>= min_budget) whose Q1 grid fits its share of
-    ``seconds_left`` (1 - fb_share), step time modelled as a + b * n * B_problem from the probe;
-    then fewer n if it must. The fixed-batch grid gets the rest (at least ``fb_share``): the
-    largest M_max = fb_steps / 2^j (>= fb_min_steps) that fits it."""
+    ``seconds_left`` (1 - fb_share; all of it without the fixed-batch grid), step time modelled
+    as a + b * n * B_problem from the probe, every (subset, n) run ``cfg.seeds`` times and the
+    runs spread over ``workers`` processes (time / workers); then fewer n if it must. The
+    fixed-batch grid gets the rest (at least ``fb_share``): the largest M_max = fb_steps / 2^j
+    (>= fb_min_steps) that fits it."""
     (n0, t0), (n1, t1) = sorted(step_s.items())
     slope = max(0.0, (t1 - t0) / max(1, (n1 - n0) * cfg.b_problem))
     icpt = max(1e-4, t0 - slope * n0 * cfg.b_problem)
     grid = list(cfg.n_grid)
-    q1_left = seconds_left * (1.0 - cfg.fb_share)
+    share = cfg.fb_share if cfg.fixed_batch else 0.0
+    q1_left = seconds_left * (1.0 - share)
 
     def fixed_batch(ns, left):
         big_b, splits = fb_splits(cfg, ns)
+        if not cfg.fixed_batch:
+            return {"B": int(big_b), "splits": [], "m_max": 0, "predicted_s": 0.0, "shrunk": False}
 
         def fb_cost(m):
             return n_subsets * len(splits) * (m * (icpt + slope * big_b) + len(fb_marks(m, cfg.fb_n_budgets)) * eval_s)
@@ -137,7 +182,7 @@ def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: fl
 
     def result(c, ns, shrunk):
         q1 = cost(c, ns)
-        fb = fixed_batch(ns, max(seconds_left - q1, seconds_left * cfg.fb_share))
+        fb = fixed_batch(ns, max(seconds_left - q1, seconds_left * share))
         return {"budget": int(c), "n_grid": ns, "predicted_s": q1, "shrunk": shrunk, "fixed_batch": fb,
                 "predicted_total_s": q1 + fb["predicted_s"]}
 
@@ -146,7 +191,7 @@ def plan_grid(cfg: ValidateConfig, step_s: dict, eval_s: float, seconds_left: fl
         for n in ns:
             m = c_max // (n * cfg.b_problem)
             tot += m * (icpt + slope * n * cfg.b_problem) + len(eval_steps(c_max, cfg.n_budgets, n, cfg.b_problem)) * eval_s
-        return n_subsets * tot
+        return n_subsets * cfg.seeds * tot / max(1, workers)
 
     while True:
         c = cfg.budget

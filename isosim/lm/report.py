@@ -42,6 +42,11 @@ def write_figures(res, out: Path) -> list[Path]:
             if col == 0:
                 ax.legend(fontsize="x-small", ncols=2)
         ax = axes[row, 2]
+        meas = res.measured[name]
+        if meas and "n_low" in meas[0]:
+            ax.fill_between([p["compute"] for p in meas], [math.log2(p["n_low"]) for p in meas],
+                            [math.log2(p["n_high"]) for p in meas], color="tab:blue", alpha=0.15, step=None,
+                            label=f"measured, {res.config.interval:.0%} interval")
         for key, mk, lab in (("measured", "o-", "measured"), ("predicted", "s--", "predicted")):
             pts = getattr(res, key)[name]
             ax.plot([p["compute"] for p in pts], [math.log2(p["n"]) for p in pts], mk, ms=4, label=lab)
@@ -95,11 +100,15 @@ def report_text(res) -> str:
         lines.append(f"| {name} | {s['train']} | {s['val']} | {s['train_mean']:.3f} | {s['val_mean']:.3f} |")
     lines += [
         "",
-        f"Q1 grid: B_problem = {cfg.b_problem}, n in {res.plan['n_grid']}, C_max = {res.plan['budget']} rollouts"
+        f"Q1 grid: B_problem = {cfg.b_problem}, n in {res.plan['n_grid']}, {cfg.seeds} training seed(s) per (subset, n), "
+        f"C_max = {res.plan['budget']} rollouts"
         f"{' (shrunk to fit the time budget)' if res.plan['shrunk'] else ''}, GRPO lr {cfg.grpo.lr:g} (AdamW, constant), "
         f"scale_rewards={cfg.grpo.scale_rewards}, loss_agg={cfg.grpo.loss_agg}; validation avg@1 from "
         f"{cfg.eval_samples} samples per problem.",
-        "n*(C): arg-max over n of the best-so-far validation avg@1 at each budget. Surrogate: strategies model on "
+        "n*(C): arg-max over n of the best-so-far validation avg@1 (mean over seeds) at each budget"
+        + (f"; its {cfg.interval:.0%} interval [n_low, n_high] from {cfg.bootstrap} bootstrap replicates over seeds "
+           "and validation problems" if cfg.bootstrap and _has_interval(res) else "")
+        + ". Surrogate: strategies model on "
         f"the measured pass rates ({cfg.pass_rate_estimate} estimate), same n, B_problem and M; its learning rate "
         "fitted to the LM's curve at the reference n only.",
         "",
@@ -108,14 +117,19 @@ def report_text(res) -> str:
         cal = res.calibration[name]
         lines += [f"## {name}", "",
                   f"Surrogate lr {cal['lr']:g} fitted at n = {cal['n_ref']} (rmse of the gain curve {cal['rmse']:.3f}).",
-                  "", "| C (rollouts) | n* measured | its avg@1 (± s.e.) | runner-up | n* predicted |",
-                  "|---|---|---|---|---|"]
+                  ""]
+        iv = _has_interval(res)
+        lines += (["| C (rollouts) | n* measured | interval | its avg@1 (± s.e.) | runner-up | n* predicted |",
+                   "|---|---|---|---|---|---|"] if iv else
+                  ["| C (rollouts) | n* measured | its avg@1 (± s.e.) | runner-up | n* predicted |", "|---|---|---|---|---|"])
         pm = {p["compute"]: p["n"] for p in res.predicted[name]}
-        n_eval = res.subsets[name]["val"] * cfg.eval_samples
+        n_eval = res.subsets[name]["val"] * cfg.eval_samples * cfg.seeds
         for p in res.measured[name]:
             se = math.sqrt(max(p["value"] * (1 - p["value"]), 0.0) / n_eval)
             ru = f"n={p['runner_up']}: {p['runner_up_value']:.3f}" if "runner_up" in p else "-"
-            lines.append(f"| {p['compute']} | {p['n']} | {p['value']:.3f} ± {se:.3f} | {ru} | {pm.get(p['compute'], '-')} |")
+            ivs = f" [{p['n_low']}, {p['n_high']}] |" if iv else ""
+            lines.append(f"| {p['compute']} | {p['n']} |{ivs} {p['value']:.3f} ± {se:.3f} | {ru} | "
+                         f"{pm.get(p['compute'], '-')} |")
         base = ", ".join(f"{k}: {v:.2f}" for k, v in res.baselines[name].items())
         lines += ["", f"Agreement: mean |log2 n*_measured - log2 n*_predicted| = "
                   f"{res.agreement[name]['mean_abs_log2_error']:.2f} (constant predictors: {base}).", ""]
@@ -140,5 +154,48 @@ def report_text(res) -> str:
                              f"| {ru} | {pred} |")
             lines += ["", f"Agreement: mean |log2 n*_measured - log2 n*_predicted| = "
                       f"{fb['agreement'][name]['mean_abs_log2_error']:.2f} over {fb['agreement'][name]['budgets']} steps.", ""]
-    lines.append(f"Wall time {res.seconds:.0f} s. Figures: lm_validation.png, lm_base.png; raw data: results.jsonl.")
+    if res.held_out:
+        lines += held_out_text(res)
+    cpu = f" (CPU time of this invocation {res.cpu_seconds:.0f} s)" if res.cpu_seconds else ""
+    lines.append(f"Wall time {res.seconds:.0f} s{cpu}. Figures: lm_validation.png, lm_base.png; raw data: results.jsonl.")
     return "\n".join(lines) + "\n"
+
+
+def _has_interval(res) -> bool:
+    return any("n_low" in p for pts in res.measured.values() for p in pts)
+
+
+ALT_TEXT = {
+    "always_smallest_n": "always the smallest n of the grid",
+    "always_largest_n": "always the largest n of the grid",
+    "study_law": "the study's fitted n*(C) law, used as is (its easy / hard fit), nearest grid n",
+    "default_surrogate": "isosim's default surrogate, only its learning rate fitted to the middle-n pilot",
+    "scalerl_per_n": "ScaleRL curve per n, fitted to pilots at every n (cut at C_max / 16), extrapolated",
+}
+
+
+def held_out_text(res) -> list[str]:
+    """The held-out table: every predictor's score per subset and its pilot cost."""
+    h = res.held_out
+    pr = h["protocol"]
+    names = [k for k in res.measured]
+    lines = ["## Held-out score of n*(C) predictors", "",
+             f"Pilots: the runs at n in {pr['pilot_n']} (all seeds), cut at C_max / 16 = {pr['pilot_cut']} rollouts; "
+             f"predictions at C in {pr['budgets']}. Score per subset: mean |log2 n*_measured - log2 n*_predicted| and "
+             f"the share of budgets within one doubling (or inside the measured {pr['interval']:.0%} interval).", ""]
+    head = "| predictor | " + " | ".join(f"{k}: mean abs log2 error | {k}: within one doubling" for k in names) \
+        + " | pilot rollouts | predicted n*, " + ", ".join(names) + " |"
+    lines += [head, "|" + "---|" * (2 * len(names) + 3)]
+    rows = [("calibrated surrogate", h, None)] + [(k, v, ALT_TEXT.get(k)) for k, v in h["alternatives"].items()]
+    for label, v, _ in rows:
+        if v.get(names[0]) is None:
+            lines.append(f"| {label} | " + " | ".join("pending | pending" for _ in names) + " | - | - |")
+            continue
+        cells = " | ".join(f"{v[k]['mean_abs_log2_error']:.2f} | {v[k]['share_within_one_doubling']:.0%}"
+                           if v[k]["budgets"] else "no prediction | -" for k in names)
+        preds = "; ".join(str([p["n"] for p in v["predicted"][k]]) for k in names)
+        lines.append(f"| {label} | {cells} | {v['pilot_rollouts']:,} | {preds} |")
+    lines += [""] + [f"- `{k}`: {t}." for k, _, t in rows[1:] if t] + [""]
+    if h.get("easy") is None:
+        lines += ["The calibrated surrogate's row is pending: no calibrated predictor was plugged in.", ""]
+    return lines

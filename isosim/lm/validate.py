@@ -59,6 +59,7 @@ from .compare import (
     surrogate_rates,
 )
 from .grpo import GRPOTrainer, pass_rates
+from .heldout import SubsetRuns, alternatives, held_out_budgets, measured_with_interval, pilot_ns, score_held_out
 from .journal import Journal
 from .model import GPT
 from .protocol import BANDS, ValidateConfig, budgets, eval_steps, fb_marks, full_config, plan_grid, quick_config
@@ -100,7 +101,7 @@ def measure_pool(cfg: ValidateConfig, model: GPT, teacher: Teacher, out: Path, j
         log(f"pool: reused {path}")
     else:
         rng = np.random.default_rng([cfg.seed, 0x9001])
-        pool = mixed_pool(cfg.pool_size, cfg.task, teacher, rng, {(0.2, 0.75): 0.45, (0.0, 0.15): 0.45, (0.0, 1.0): 0.1})
+        pool = mixed_pool(cfg.pool_size, cfg.task, teacher, rng, {(lo, hi): w for lo, hi, w in cfg.pool_bands})
         t0 = time.perf_counter()
         rates = pass_rates(model, cfg.task, pool, cfg.measure_samples, device=device, seed=cfg.seed + 11)
         secs = time.perf_counter() - t0
@@ -154,51 +155,115 @@ def _grid_steps(cfg: ValidateConfig, plan: dict, n: int) -> int:
 def grid_rollouts(cfg: ValidateConfig, plan: dict, subsets) -> int:
     """Training rollouts of both grids (Q1 and fixed batch) over all subsets: the progress bar's total."""
     fb = plan["fixed_batch"]
-    per_subset = (sum(_grid_steps(cfg, plan, n) * n * cfg.b_problem for n in plan["n_grid"])
-                  + sum(fb["m_max"] * n * bp for n, bp in fb["splits"]))
+    per_subset = (cfg.seeds * sum(_grid_steps(cfg, plan, n) * n * cfg.b_problem for n in plan["n_grid"])
+                  + (sum(fb["m_max"] * n * bp for n, bp in fb["splits"]) if cfg.fixed_batch else 0))
     return len(subsets) * per_subset
 
 
+def _run_seed(cfg: ValidateConfig, n: int, seed: int) -> int:
+    """The training seed of the Q1 run (n, seed index); seed index 0 keeps the single-seed value."""
+    return cfg.seed * 1000 + n + 100_000 * seed
+
+
+def train_q1_run(cfg: ValidateConfig, base_state: dict, train: Problems, val: Problems, subset: str, n: int,
+                 seed: int, c_max: int, device: str = "cpu", threads: int = 0, on_step=None) -> list[dict]:
+    """One Q1 run: GRPO at group size n from the base model to C_max rollouts, validation avg@1
+    (and each problem's count of right answers among ``eval_samples``) at the budgets
+    C_max / 2^j. Returns the records to journal: one ``eval`` per evaluation, then ``run_done``.
+    The evaluation seed depends on the budget only, so every run meets the same sampling noise
+    at equal C. Runs in a worker process when ``threads`` > 0 (torch threads of that process)."""
+    if threads > 0:
+        torch.set_num_threads(threads)
+    model = GPT(cfg.model).to(device)
+    model.load_state_dict(base_state)
+    attempt = time.time_ns()
+    tr = GRPOTrainer(model, cfg.task, train, replace(cfg.grpo, n=n, b_problem=cfg.b_problem), device=device,
+                     seed=_run_seed(cfg, n, seed))
+    marks = eval_steps(c_max, cfg.n_budgets, n, cfg.b_problem)
+    recs, rewards, t0, c0 = [], [], time.perf_counter(), time.process_time()
+    key = {"subset": subset, "n": n, "budget": c_max, "seed": seed}
+    for step in range(1, max(marks) + 1):
+        rewards.append(tr.step()["reward"])
+        if on_step is not None:
+            on_step(n * cfg.b_problem)
+        if step in marks:
+            rates = pass_rates(model, cfg.task, val, cfg.eval_samples, device=device, seed=cfg.seed + 101 + tr.rollouts)
+            recs.append({"kind": "eval", **key, "step": step, "compute": tr.rollouts, "tokens": tr.tokens,
+                         "value": float(rates.mean()), "train_reward": float(np.mean(rewards[-max(1, step // 4):])),
+                         "counts": np.round(rates * cfg.eval_samples).astype(int).tolist(), "attempt": attempt})
+    recs.append({"kind": "run_done", **key, "steps": tr.steps, "rollouts": tr.rollouts, "tokens": tr.tokens,
+                 "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "attempt": attempt})
+    return recs
+
+
+def _train_q1_job(args):  # a module-level function, so that a spawned worker can run it
+    return train_q1_run(*args)
+
+
 def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str, log,
-             bar=None) -> list[dict]:
-    """One GRPO run per (subset, n) up to the plan's C_max; returns the evaluation records.
-    ``bar`` (a tqdm bar, optional) advances by the rollouts of each step."""
+             bar=None, workers: int = 1) -> list[dict]:
+    """One GRPO run per (subset, n, seed) up to the plan's C_max; returns the evaluation records
+    of the finished runs. ``bar`` (a tqdm bar, optional) advances by the rollouts trained. With
+    ``workers`` > 1 the runs go to that many spawned processes (one torch thread each) and the
+    records are journalled as each run ends; the runs are independent, so the results are the
+    same as in one process."""
     c_max = plan["budget"]
     for name, (train, _, val, _) in subsets.items():
-        base_rec = journal.last("eval", subset=name, n=0, budget=c_max)
-        if base_rec is None:
-            v = pass_rates(base, cfg.task, val, cfg.eval_samples, device=device, seed=cfg.seed + 101).mean()
-            journal.write("eval", subset=name, n=0, budget=c_max, step=0, compute=0, tokens=0, value=float(v), attempt=0)
+        if journal.last("eval", subset=name, n=0, budget=c_max) is None:
+            rates = pass_rates(base, cfg.task, val, cfg.eval_samples, device=device, seed=cfg.seed + 101)
+            journal.write("eval", subset=name, n=0, budget=c_max, step=0, compute=0, tokens=0, value=float(rates.mean()),
+                          counts=np.round(rates * cfg.eval_samples).astype(int).tolist(), attempt=0)
+    todo = []
+    for name in subsets:
         for n in plan["n_grid"]:
-            if journal.last("run_done", subset=name, n=n, budget=c_max) is not None:
-                log(f"  {name} n={n}: reused")
-                if bar is not None:
-                    bar.update(_grid_steps(cfg, plan, n) * n * cfg.b_problem)
-                continue
-            attempt = time.time_ns()
-            model = copy.deepcopy(base)
-            gcfg = replace(cfg.grpo, n=n, b_problem=cfg.b_problem)
-            tr = GRPOTrainer(model, cfg.task, train, gcfg, device=device, seed=cfg.seed * 1000 + n)
-            marks = eval_steps(c_max, cfg.n_budgets, n, cfg.b_problem)
-            rewards, t0 = [], time.perf_counter()
-            for step in range(1, max(marks) + 1):
-                rewards.append(tr.step()["reward"])
-                if bar is not None:
-                    bar.update(n * cfg.b_problem)
-                if step in marks:
-                    v = pass_rates(model, cfg.task, val, cfg.eval_samples, device=device,
-                                   seed=cfg.seed + 101 + tr.rollouts).mean()  # same eval noise at equal C
-                    journal.write("eval", subset=name, n=n, budget=c_max, step=step, compute=tr.rollouts,
-                                  tokens=tr.tokens, value=float(v), train_reward=float(np.mean(rewards[-max(1, step // 4):])),
-                                  attempt=attempt)
-            secs = time.perf_counter() - t0
-            journal.write("run_done", subset=name, n=n, budget=c_max, steps=tr.steps, rollouts=tr.rollouts,
-                          tokens=tr.tokens, seconds=secs, attempt=attempt)
-            last = journal.last("eval", subset=name, n=n, budget=c_max, attempt=attempt)
-            log(f"  {name} n={n:<4d} M={tr.steps:<5d} C={tr.rollouts:<8d} {secs:6.1f} s  val avg@1 {last['value']:.3f}")
-    done = {(r["subset"], r["n"]): r["attempt"] for r in journal.records if r["kind"] == "run_done" and r["budget"] == c_max}
+            for seed in range(cfg.seeds):
+                if _done(journal, "run_done", subset=name, n=n, budget=c_max, seed=seed) is not None:
+                    log(f"  {name} n={n} seed {seed}: reused")
+                    if bar is not None:
+                        bar.update(_grid_steps(cfg, plan, n) * n * cfg.b_problem)
+                else:
+                    todo.append((name, n, seed))
+
+    def finish(recs):
+        for r in recs:
+            journal.write(**r)
+        done = recs[-1]
+        if bar is not None and workers > 1:
+            bar.update(done["rollouts"])
+        log(f"  {done['subset']} n={done['n']:<4d} seed {done['seed']} M={done['steps']:<6d} C={done['rollouts']:<8d} "
+            f"{done['seconds']:6.1f} s (cpu {done['cpu_seconds']:.0f} s)  val avg@1 {recs[-2]['value']:.3f}")
+
+    if todo:
+        state = {k: v.detach().cpu() for k, v in base.state_dict().items()}
+        jobs = [(cfg, state, subsets[name][0], subsets[name][2], name, n, seed, c_max, device)
+                for name, n, seed in sorted(todo, key=lambda j: j[1])]  # small n first: the longest runs
+        if workers > 1 and device == "cpu":
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+                futs = [pool.submit(_train_q1_job, job + (1,)) for job in jobs]
+                for fut in as_completed(futs):
+                    finish(fut.result())
+        else:
+            step = bar.update if bar is not None else None
+            for job in jobs:
+                finish(train_q1_run(*job, 0, step))
+    done = {(r["subset"], r["n"], r.get("seed", 0)): r["attempt"] for r in journal.records
+            if r["kind"] == "run_done" and r["budget"] == c_max}
     return [r for r in journal.records if r["kind"] == "eval" and r["budget"] == c_max
-            and (r["n"] == 0 or done.get((r["subset"], r["n"])) == r["attempt"])]
+            and (r["n"] == 0 or done.get((r["subset"], r["n"], r.get("seed", 0))) == r["attempt"])]
+
+
+def _done(journal: Journal, kind: str, **match) -> dict | None:
+    """The last record of ``kind`` matching ``match``; a record without a ``seed`` is seed 0 (files
+    written before seeds were stored)."""
+    seed = match.pop("seed", None)
+    for rec in reversed(journal.records):
+        if rec["kind"] == kind and all(rec.get(k) == v for k, v in match.items()) \
+                and (seed is None or rec.get("seed", 0) == seed):
+            return rec
+    return None
 
 
 def run_fb_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str,
@@ -262,10 +327,13 @@ class Validation:
     seconds: float
     out: Path = field(default=Path("."))
     fixed_batch: dict = field(default_factory=dict)  # B, splits, m_max, measured, predicted, agreement, curves
+    held_out: dict = field(default_factory=dict)  # the "calibrated" entry: protocol, alternatives (see heldout.py)
+    cpu_seconds: float = 0.0  # of this process and its workers, this invocation
 
     def to_json(self) -> dict:
-        strip = lambda pts: [{"compute": p["compute"], "n": p["n"]} for p in pts]  # noqa: E731
-        return {
+        def strip(pts):
+            return [{k: p[k] for k in ("compute", "n", "n_low", "n_high") if k in p} for p in pts]
+        js = {
             "measured": {k: strip(v) for k, v in self.measured.items()},
             "predicted": {k: strip(v) for k, v in self.predicted.items()},
             "agreement": self.agreement,
@@ -276,6 +344,14 @@ class Validation:
             "seconds": self.seconds,
             "fixed_batch": self._fixed_batch_json(),
         }
+        if self.config.seeds > 1 or self.held_out:
+            js["best_validation"] = {k: max(v for c in cur["measured"].values() for v in c.values())
+                                     for k, cur in self.curves.items()}
+            js["seeds"] = self.config.seeds
+            js["scale"] = self.config.name
+        if self.held_out:
+            js["calibrated"] = self.held_out
+        return js
 
     def _fixed_batch_json(self) -> dict:
         fb = self.fixed_batch
@@ -289,15 +365,41 @@ class Validation:
                               for k, v in fb["agreement"].items()}}
 
 
+CALIBRATED_PENDING = ("pending: no calibrated predictor is plugged in yet; pass one to score_held_out "
+                      "(isosim.lm.heldout) to fill easy and hard")
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _all_done(cfg: ValidateConfig, plan: dict, journal: Journal, names) -> bool:
+    """Every run of both grids is in the journal (nothing to train)."""
+    c_max, fb = plan["budget"], plan["fixed_batch"]
+    q1 = all(_done(journal, "run_done", subset=s, n=n, budget=c_max, seed=k) is not None
+             for s in names for n in plan["n_grid"] for k in range(cfg.seeds))
+    fbd = all(journal.last("run_fb_done", subset=s, n=n, B=fb["B"], m_max=fb["m_max"]) is not None
+              for s in names for n, _ in fb["splits"]) if cfg.fixed_batch else True
+    return q1 and fbd
+
+
 def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, device: str = "cpu",
                  config: ValidateConfig | None = None, log: Callable[[str], None] | None = None,
-                 figures: bool = True, progress: bool | None = None) -> Validation:
+                 figures: bool = True, progress: bool | None = None, workers: int = 1,
+                 calibrated=None) -> Validation:
     """Run the whole validation (see the module docstring); results, figure and report in ``out``.
 
     ``log`` receives one line per event; ``progress`` shows a tqdm bar of the grids' training
     rollouts on stderr (``None``: when stderr is a terminal or in a notebook), with the log
-    lines printed above it."""
-    t_start = time.perf_counter()
+    lines printed above it. ``workers`` > 1 trains the Q1 runs in that many processes. When the
+    results file already holds every run (a rerun on the same ``out``), nothing is trained and
+    neither the base model nor the pool file is needed: the comparison, the held-out scores, the
+    report and the figures are recomputed from the stored records. ``calibrated`` (optional) is a
+    predictor (see :mod:`isosim.lm.heldout`) scored as the ``calibrated`` entry's easy and hard."""
+    t_start, cpu_start = time.perf_counter(), _cpu_seconds()
     user_log = log or (lambda s: None)
     live = {"bar": None}  # the progress bar while the grids run: log lines print above it
 
@@ -311,43 +413,56 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out / "results.jsonl", cfg.config_id())
-    journal.write("start", config=asdict(cfg), device=device, torch=torch.__version__)
-    model, teacher, base_rec = base_model(cfg, out, journal, device, log)
-    subsets, pool_rec = measure_pool(cfg, model, teacher, out, journal, device, log)
-
+    journal.write("start", config=asdict(cfg), device=device, torch=torch.__version__, workers=workers)
     plan = journal.last("plan")
+    stored = journal.last("subsets")
+    if plan is not None and stored is not None and journal.last("base") is not None \
+            and _all_done(cfg, plan, journal, BANDS):
+        log("every run is stored in results.jsonl: recomputing the comparison from it (no training)")
+        model, base_rec, pool_rec = None, journal.last("base"), journal.last("pool")
+        subsets = {k: (None, np.asarray(v["train_counts"]), None, np.asarray(v["val_counts"]))
+                   for k, v in stored["subsets"].items()}
+    else:
+        model, teacher, base_rec = base_model(cfg, out, journal, device, log)
+        subsets, pool_rec = measure_pool(cfg, model, teacher, out, journal, device, log)
+        if stored is None:
+            journal.write("subsets", subsets={k: {"train_counts": v[1], "val_counts": v[3]} for k, v in subsets.items()})
+
     if plan is None:
         step_s = probe_throughput(cfg, model, subsets["easy"][0], device)
         eval_s = cfg.val_size * cfg.eval_samples / pool_rec["gen_rollouts_per_s"]
         left = cfg.time_budget_s - (time.perf_counter() - t_start) - cfg.reserve_s
-        p = plan_grid(cfg, step_s, eval_s, left)
+        p = plan_grid(cfg, step_s, eval_s, left, workers=workers)
         plan = journal.write("plan", **p, step_seconds={str(k): v for k, v in step_s.items()}, eval_seconds=eval_s,
-                             seconds_left=left)
+                             seconds_left=left, workers=workers)
         fbp = plan["fixed_batch"]
+        fb_text = (f"; fixed batch B {fbp['B']}, M_max {fbp['m_max']} (predicted {fbp['predicted_s']:.0f} s"
+                   f"{', shrunk' if fbp['shrunk'] else ''})") if cfg.fixed_batch else "; no fixed-batch grid"
         log(f"plan: step time {', '.join(f'n={k}: {v * 1e3:.0f} ms' for k, v in step_s.items())}; "
-            f"{left:.0f} s left -> C_max {plan['budget']}, n in {plan['n_grid']} (predicted {plan['predicted_s']:.0f} s"
-            f"{', shrunk' if plan['shrunk'] else ''}); fixed batch B {fbp['B']}, M_max {fbp['m_max']} "
-            f"(predicted {fbp['predicted_s']:.0f} s{', shrunk' if fbp['shrunk'] else ''})")
+            f"{left:.0f} s left -> C_max {plan['budget']}, n in {plan['n_grid']}, {cfg.seeds} seed(s), "
+            f"{workers} worker(s) (predicted {plan['predicted_s']:.0f} s{', shrunk' if plan['shrunk'] else ''}){fb_text}")
     else:
-        log(f"plan: reused (C_max {plan['budget']}, n in {plan['n_grid']}; fixed batch B {plan['fixed_batch']['B']}, "
-            f"M_max {plan['fixed_batch']['m_max']})")
+        log(f"plan: reused (C_max {plan['budget']}, n in {plan['n_grid']}"
+            + (f"; fixed batch B {plan['fixed_batch']['B']}, M_max {plan['fixed_batch']['m_max']})" if cfg.fixed_batch
+               else ")"))
     plan = {k: plan[k] for k in ("budget", "n_grid", "predicted_s", "shrunk", "fixed_batch", "predicted_total_s")}
 
     blist = budgets(plan["budget"], cfg.n_budgets, min(plan["n_grid"]) * cfg.b_problem)
     log(f"Q1 grid: B_problem {cfg.b_problem}, budgets {blist}")
     fbp = plan["fixed_batch"]
-    mlist = fb_marks(fbp["m_max"], cfg.fb_n_budgets)
+    mlist = fb_marks(fbp["m_max"], cfg.fb_n_budgets) if cfg.fixed_batch else []
     with progress_bar(grid_rollouts(cfg, plan, subsets), "lm validate: GRPO", progress, unit="rollout",
                       unit_scale=True) as bar:
         live["bar"] = bar
-        evals = run_grid(cfg, plan, model, subsets, journal, device, log, bar)
-        log(f"fixed-batch grid: B = n * B_problem = {fbp['B']}, (n, B_problem) in "
-            f"{[tuple(x) for x in fbp['splits']]}, M in {mlist}")
-        fb_evals = run_fb_grid(cfg, plan, model, subsets, journal, device, log, bar)
+        evals = run_grid(cfg, plan, model, subsets, journal, device, log, bar, workers=workers)
+        if cfg.fixed_batch:
+            log(f"fixed-batch grid: B = n * B_problem = {fbp['B']}, (n, B_problem) in "
+                f"{[tuple(x) for x in fbp['splits']]}, M in {mlist}")
+            fb_evals = run_fb_grid(cfg, plan, model, subsets, journal, device, log, bar)
     live["bar"] = None
 
     log("surrogate: calibrating its learning rate on the reference n, predicting n*(C)")
-    measured, predicted, agree, base_lines, calib, curves = {}, {}, {}, {}, {}, {}
+    measured, predicted, agree, base_lines, calib, curves, runs = {}, {}, {}, {}, {}, {}, {}
     fixed = {"B": fbp["B"], "m_max": fbp["m_max"], "splits": fbp["splits"], "steps": mlist,
              "measured": {}, "predicted": {}, "agreement": {}, "curves": {}}
     for name, (_, tc, _, vc) in subsets.items():
@@ -355,7 +470,11 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
         base_value = next(r["value"] for r in evals if r["subset"] == name and r["n"] == 0)
         lr, cal = calibrate(cfg, plan, tc, vc, mc, base_value)
         sc = surrogate_curves(cfg, plan, tc, vc, lr)
-        measured[name] = n_star(mc, blist)
+        if all("counts" in r for r in evals if r["subset"] == name):
+            runs[name] = SubsetRuns.from_evals(evals, name, plan["n_grid"], blist, cfg.eval_samples)
+            measured[name] = measured_with_interval(runs[name], cfg.bootstrap, cfg.interval, cfg.seed)
+        else:  # results written before per-problem counts were stored: no interval
+            measured[name] = n_star(mc, blist)
         predicted[name] = n_star(sc, blist)
         agree[name] = agreement(measured[name], predicted[name])
         grid = plan["n_grid"]
@@ -363,36 +482,62 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
                                                                        for p in measured[name]])["mean_abs_log2_error"]
                             for g in (grid[0], grid[-1])}
         calib[name] = cal
-        fmc, fsc = fb_curves(fb_evals, name), surrogate_fb_curves(cfg, plan, tc, vc, lr)  # the same fitted lr
-        fixed["measured"][name] = fb_n_star(fmc, mlist, fbp["B"])
-        fixed["predicted"][name] = fb_n_star(fsc, mlist, fbp["B"])
-        fixed["agreement"][name] = agreement(fixed["measured"][name], fixed["predicted"][name], key="M")
-        fixed["curves"][name] = {"measured": fmc, "surrogate": fsc}
-        journal.write("prediction_fb", grid="fixed_batch", subset=name, B=fbp["B"], measured=fixed["measured"][name],
-                      predicted=fixed["predicted"][name], agreement=fixed["agreement"][name],
-                      surrogate_curves={str(k): v for k, v in fsc.items()})
+        if cfg.fixed_batch:
+            fmc, fsc = fb_curves(fb_evals, name), surrogate_fb_curves(cfg, plan, tc, vc, lr)  # the same fitted lr
+            fixed["measured"][name] = fb_n_star(fmc, mlist, fbp["B"])
+            fixed["predicted"][name] = fb_n_star(fsc, mlist, fbp["B"])
+            fixed["agreement"][name] = agreement(fixed["measured"][name], fixed["predicted"][name], key="M")
+            fixed["curves"][name] = {"measured": fmc, "surrogate": fsc}
+            journal.write("prediction_fb", grid="fixed_batch", subset=name, B=fbp["B"], measured=fixed["measured"][name],
+                          predicted=fixed["predicted"][name], agreement=fixed["agreement"][name],
+                          surrogate_curves={str(k): v for k, v in fsc.items()})
         curves[name] = {"measured": mc, "surrogate": sc, "base_value": base_value,
                         "base_surrogate": float(np.mean(surrogate_rates(vc, cfg.measure_samples, cfg.pass_rate_estimate)))}
         journal.write("prediction", subset=name, calibration={k: v for k, v in cal.items() if k != "errors"},
                       measured=measured[name], predicted=predicted[name], agreement=agree[name],
                       surrogate_curves={str(k): v for k, v in sc.items()})
+        fb_text = (f"; fixed batch: n*(M) measured {[p['n'] for p in fixed['measured'][name]]}, predicted "
+                   f"{[p['n'] for p in fixed['predicted'][name]]}, mean |log2 error| "
+                   f"{fixed['agreement'][name]['mean_abs_log2_error']:.2f}") if cfg.fixed_batch else ""
         log(f"  {name}: surrogate lr {lr:g} (fitted at n={cal['n_ref']}, rmse {cal['rmse']:.3f}); "
-            f"mean |log2 n* error| {agree[name]['mean_abs_log2_error']:.2f} over {agree[name]['budgets']} budgets; "
-            f"fixed batch: n*(M) measured {[p['n'] for p in fixed['measured'][name]]}, predicted "
-            f"{[p['n'] for p in fixed['predicted'][name]]}, mean |log2 error| "
-            f"{fixed['agreement'][name]['mean_abs_log2_error']:.2f}")
+            f"mean |log2 n* error| {agree[name]['mean_abs_log2_error']:.2f} over {agree[name]['budgets']} budgets"
+            + fb_text)
+    held = {}
+    c_max = plan["budget"]
+    if len(runs) == len(subsets) and held_out_budgets(blist, c_max) and any(c <= c_max // 16 for c in blist):
+        log("held-out score: pilots at the smallest and middle n cut at C_max / 16, predictions at C_max / 8 .. C_max")
+        preds = alternatives(cfg)
+        counts = {k: (v[1], v[3]) for k, v in subsets.items()}
+        alt = score_held_out(runs, measured, preds, c_max=c_max, b_problem=cfg.b_problem, counts=counts,
+                             measure_samples=cfg.measure_samples)
+        held = {"easy": None, "hard": None, "status": CALIBRATED_PENDING,
+                "protocol": {"pilot_n": pilot_ns(plan["n_grid"], "two"), "pilot_cut": c_max // 16,
+                             "budgets": held_out_budgets(blist, c_max), "interval": cfg.interval},
+                "alternatives": alt}
+        if calibrated is not None:
+            got = score_held_out(runs, measured, {"calibrated": calibrated}, c_max=c_max, b_problem=cfg.b_problem,
+                                 counts=counts, measure_samples=cfg.measure_samples)["calibrated"]
+            held.update({k: got[k] for k in subsets}, status="scored", pilot_rollouts=got["pilot_rollouts"],
+                        predicted=got["predicted"])
+        journal.write("held_out", **held)
+        for name, a in alt.items():
+            log(f"  {name:<18s} " + "; ".join(f"{k}: mean |log2 error| {a[k]['mean_abs_log2_error']:.2f}, within one "
+                                              f"doubling {a[k]['share_within_one_doubling']:.0%}" if a[k]["budgets"]
+                                              else f"{k}: no prediction" for k in subsets)
+                + f" (pilots {a['pilot_rollouts']:,} rollouts)")
     res = Validation(cfg, device, plan, measured, predicted, agree, base_lines, calib, curves, base_rec, pool_rec,
-                     {k: {"train": len(v[0]), "val": len(v[2]),
-                          "train_mean": float(v[1].mean() / cfg.measure_samples),
-                          "val_mean": float(v[3].mean() / cfg.measure_samples)} for k, v in subsets.items()},
-                     0.0, out, fixed)
+                     {k: {"train": len(v[1]), "val": len(v[3]),
+                          "train_mean": float(np.mean(v[1]) / cfg.measure_samples),
+                          "val_mean": float(np.mean(v[3]) / cfg.measure_samples)} for k, v in subsets.items()},
+                     0.0, out, fixed if cfg.fixed_batch else {}, held)
     if figures:
         from .report import write_figures
 
         write_figures(res, out)
     res.seconds = time.perf_counter() - t_start
+    res.cpu_seconds = _cpu_seconds() - cpu_start
     from .report import report_text
 
     (out / "report.md").write_text(report_text(res))
-    journal.write("result", **res.to_json())
+    journal.write("result", **res.to_json(), cpu_seconds=res.cpu_seconds)
     return res
