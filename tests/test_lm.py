@@ -652,3 +652,45 @@ def test_cli_scale_errors_create_nothing(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit) as exc:
         cli.main(["lm", "validate", "--workers", "0", "--out", str(out)])
     assert exc.value.code == 2 and not out.exists()
+
+
+def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
+    """The calibrated predictor hands ``isosim.calibrate.calibrate`` the pilots' seed-mean curves
+    anchored at compute 0 on the base value, the pass rates of the measured counts, the pilots'
+    B_problem, and maps the best fit's n*(C) at the target budgets to the grid."""
+    import pandas as pd
+
+    import isosim.calibrate as calmod
+    from isosim.lm.heldout import Pilots, calibrated_surrogate
+    from isosim.lm.protocol import quick_config
+
+    seen = {}
+
+    class FakeCalibration:
+        knobs = {"lr": 0.01}
+
+        def predict_n_star(self, budgets, ns=None, b_problem=None):
+            seen.update(budgets=list(budgets), ns=list(ns), b_problem=b_problem)
+            return pd.DataFrame({"compute": budgets, "n": [2, 8, 16][: len(budgets)],
+                                 "n_low": [2, 4, 8][: len(budgets)], "n_high": [4, 16, 32][: len(budgets)]})
+
+    def fake_calibrate(runs, pass_rates, metric, **kw):
+        seen.update(runs=runs, pass_rates=np.asarray(pass_rates), metric=metric, **kw)
+        return FakeCalibration()
+
+    monkeypatch.setattr(calmod, "calibrate", fake_calibrate)
+    cfg = replace(quick_config(), pass_rate_estimate="raw")
+    curves = {2: {1000: 0.3, 2000: 0.35}, 8: {1000: 0.25, 2000: 0.4}}
+    p = Pilots("easy", curves, 2000, [4000, 8000, 16000], [2, 8, 32], 4, 0.2, np.array([4, 8, 16]),
+               np.array([2, 10]), 16, 2)
+    got = calibrated_surrogate(cfg)(p)
+    assert got == {4000: 2, 8000: 8, 16000: 8}  # 16 is one doubling from 8 and from 32: the smaller wins
+    runs = seen["runs"]
+    assert set(runs["B_problem"]) == {4} and seen["metric"] == "avg@1" and seen["b_problem"] == 4
+    assert runs[runs["compute"] == 0]["avg@1"].tolist() == [0.2, 0.2]
+    assert sorted(map(tuple, runs[runs["compute"] > 0][["n", "compute", "avg@1"]].values.tolist())) == [
+        (2, 1000, 0.3), (2, 2000, 0.35), (8, 1000, 0.25), (8, 2000, 0.4)]
+    np.testing.assert_allclose(seen["pass_rates"], [0.25, 0.5, 1.0])
+    np.testing.assert_allclose(seen["val_pass_rates"], [0.125, 0.625])
+    assert seen["ns"] == [2, 8, 32] and seen["budgets"] == [4000, 8000, 16000]
+    assert p.extra["calibrated_interval"][2] == {"compute": 16000, "n_low": 8, "n_high": 32}

@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="no progress bar (by default a bar shows on stderr when it is a terminal; --json turns it off)")
     v.add_argument("--threads", type=int_range(1, MAX_WORKERS), default=1,
                    help=f"torch CPU threads, 1 to {MAX_WORKERS} (default 1)")
+    v.add_argument("--calibrate", action="store_true",
+                   help="also score the surrogate calibrated on the two pilots (isosim calibrate) in the held-out "
+                        "table (about a minute per subset)")
     v.set_defaults(func=run)
 
 
@@ -59,8 +62,14 @@ def run(args: argparse.Namespace) -> int:
 
     scale = "quick" if args.quick else (args.scale or "full")
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else (lambda s: print(s, flush=True))
-    res = run_validate(args.out, config=SCALES[scale](), device=args.device, log=log,
-                       progress=quiet_flag(args.json or args.quiet), workers=args.workers)
+    cfg = SCALES[scale]()
+    calibrated = None
+    if args.calibrate:
+        from ..lm.heldout import calibrated_surrogate
+
+        calibrated = calibrated_surrogate(cfg)
+    res = run_validate(args.out, config=cfg, device=args.device, log=log,
+                       progress=quiet_flag(args.json or args.quiet), workers=args.workers, calibrated=calibrated)
     if args.json:
         print_json(res.to_json())
         return 0

@@ -349,6 +349,36 @@ def default_surrogate(cfg, lrs=None) -> Predictor:
     return Predictor(fn)
 
 
+def calibrated_surrogate(cfg, knobs=None) -> Predictor:
+    """isosim's surrogate (``cfg.surrogate``) calibrated on the two pilots by :func:`isosim.calibrate.calibrate`
+    (the knobs ``knobs``, default its default set: learning rate, base-policy concentration,
+    skill link), on the base model's measured pass rates; n*(C) at every target budget is the
+    best fit's compute-optimal n over the grid (:meth:`~isosim.calibrate.Calibration.predict_n_star`),
+    rounded to the nearest n of the grid. The pilots' seed-mean curves are its runs, anchored at
+    compute 0 on the measured base value; the ensemble's interval goes to ``extra``."""
+    import pandas as pd
+
+    from ..calibrate import calibrate
+    from ..sim.config import SimConfig
+    from .compare import surrogate_rates
+
+    def fn(p: Pilots) -> dict[int, int]:
+        rows = [{"run": f"pilot-n{n}", "n": n, "B_problem": p.b_problem, "compute": 0, "avg@1": p.base_value}
+                for n in p.curves]
+        rows += [{"run": f"pilot-n{n}", "n": n, "B_problem": p.b_problem, "compute": c, "avg@1": v}
+                 for n, curve in p.curves.items() for c, v in curve.items() if c > 0]
+        train = surrogate_rates(p.train_counts, p.measure_samples, cfg.pass_rate_estimate)
+        val = surrogate_rates(p.val_counts, p.measure_samples, cfg.pass_rate_estimate)
+        cal = calibrate(pd.DataFrame(rows), train, "avg@1", val_pass_rates=val, knobs=knobs,
+                        base=SimConfig(model=cfg.surrogate))
+        table = cal.predict_n_star(p.targets, ns=p.grid, b_problem=p.b_problem)
+        p.extra["calibrated_knobs"] = dict(cal.knobs)
+        p.extra["calibrated_interval"] = [{"compute": int(c), "n_low": int(lo), "n_high": int(hi)}
+                                          for c, lo, hi in zip(table["compute"], table["n_low"], table["n_high"])]
+        return {int(c): nearest_grid(p.grid, math.log2(n)) for c, n in zip(table["compute"], table["n"])}
+    return Predictor(fn)
+
+
 def alternatives(cfg) -> dict[str, Predictor]:
     """The simple predictors a practitioner has, by name."""
     return {"always_smallest_n": constant("smallest"), "always_largest_n": constant("largest"),

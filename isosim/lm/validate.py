@@ -365,8 +365,8 @@ class Validation:
                               for k, v in fb["agreement"].items()}}
 
 
-CALIBRATED_PENDING = ("pending: no calibrated predictor is plugged in yet; pass one to score_held_out "
-                      "(isosim.lm.heldout) to fill easy and hard")
+CALIBRATED_PENDING = ("pending: no calibrated predictor was scored; rerun with --calibrate (or pass "
+                      "calibrated=isosim.lm.heldout.calibrated_surrogate(config) to run_validate)")
 
 
 def _cpu_seconds() -> float:
