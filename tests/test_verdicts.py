@@ -104,9 +104,11 @@ def test_calibration_and_evaluation_share_no_seed():
     assert not cal & ev
 
 
-def test_the_calibration_script_runs_on_the_calibration_seeds(monkeypatch, tmp_path):
-    path = Path(__file__).parent.parent / "paper_figures" / "calibrate.py"
-    spec = importlib.util.spec_from_file_location("calibrate_script", path)
+@pytest.mark.parametrize("script, stages", [("calibrate.py", ("evaluate",)),
+                                            ("calibrate_levels.py", ("levels", "finding_one"))])
+def test_the_calibration_scripts_run_on_the_calibration_seeds(monkeypatch, tmp_path, script, stages):
+    path = Path(__file__).parent.parent / "paper_figures" / script
+    spec = importlib.util.spec_from_file_location(f"script_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     seen = {}
@@ -117,35 +119,12 @@ def test_the_calibration_script_runs_on_the_calibration_seeds(monkeypatch, tmp_p
         raise RuntimeError("stop")
 
     monkeypatch.setattr(mod, "run_sweep", fake_run_sweep)
-    monkeypatch.setattr("sys.argv", ["calibrate.py", "--root", str(tmp_path), "--out", str(tmp_path / "c.md")])
+    monkeypatch.setattr("sys.argv", [script, "--root", str(tmp_path), "--out", str(tmp_path / "c.md")])
     with pytest.raises(RuntimeError, match="stop"):
         mod.main()
     for w in CALIBRATION_SEEDS["data_seeds"]:
-        with pytest.raises(RuntimeError, match="stop"):
-            mod.evaluate(*mod.CANDIDATES[0], tmp_path, w)
-    assert seen == {"root_seeds": {CALIBRATION_SEEDS["root_seed"]}, "data_seeds": set(CALIBRATION_SEEDS["data_seeds"])}
-    assert not list(tmp_path.iterdir())
-
-
-def test_the_levels_calibration_script_runs_on_the_calibration_seeds(monkeypatch, tmp_path):
-    path = Path(__file__).parent.parent / "paper_figures" / "calibrate_levels.py"
-    spec = importlib.util.spec_from_file_location("calibrate_levels_script", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    seen = {}
-
-    def fake_run_sweep(sweep, out, progress=False, root_seed=0):
-        seen.setdefault("root_seeds", set()).add(root_seed)
-        seen.setdefault("data_seeds", set()).add(sweep.base.population.seed)
-        raise RuntimeError("stop")
-
-    monkeypatch.setattr(mod, "run_sweep", fake_run_sweep)
-    monkeypatch.setattr("sys.argv", ["calibrate_levels.py", "--root", str(tmp_path), "--out", str(tmp_path / "c.md")])
-    with pytest.raises(RuntimeError, match="stop"):
-        mod.main()
-    for w in CALIBRATION_SEEDS["data_seeds"]:
-        for stage in (mod.levels, mod.finding_one):
+        for stage in stages:
             with pytest.raises(RuntimeError, match="stop"):
-                stage(*mod.CANDIDATES[0], tmp_path, w)
+                getattr(mod, stage)(*mod.CANDIDATES[0], tmp_path, w)
     assert seen == {"root_seeds": {CALIBRATION_SEEDS["root_seed"]}, "data_seeds": set(CALIBRATION_SEEDS["data_seeds"])}
     assert not list(tmp_path.iterdir())
