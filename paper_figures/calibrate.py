@@ -23,7 +23,7 @@ from pathlib import Path
 
 from isosim.experiments.sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
 from isosim.sim.config import SimConfig
-from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS, n_star_law
+from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS, finding_one_check, n_star_law
 from isosim.study.reproduce import STUDY_Q1
 
 #: (name, changes to SimConfig sections); skill_link 0 is the model before calibration
@@ -64,16 +64,7 @@ def evaluate(name: str, changes: dict, root: Path, data_seed: int) -> dict:
                      seeds=(0, 1))
     store = run_sweep(spec, root / spec.id, progress=False, root_seed=CALIBRATION_SEEDS["root_seed"])
     law = n_star_law(evaluations(store.read(), "val"))
-    row = {"candidate": name, "world": data_seed, "n_star_top": law["n_star_top"],
-           "largest_n_on_frontier": law["n_star_max"] == max(spec.n)}
-    if law["fitted"]:
-        row.update({p: round(law[p], 2) for p in ("L", "k", "log10_C0", "b", "r2")})
-        row["saturation"] = round(law["saturation_log2"], 2)
-        row["passes"] = bool(law["k"] > 0 and law["L"] >= 2 and law["r2"] >= 0.7
-                             and law["saturation_log2"] < 10 and not row["largest_n_on_frontier"])
-    else:
-        row["passes"] = False
-    return row
+    return {"candidate": name, "world": data_seed, **finding_one_check(law, spec.n)}
 
 
 def choose(rows: list[dict], target: float) -> str | None:

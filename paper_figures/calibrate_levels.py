@@ -26,14 +26,13 @@ held-out check of the calibration.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import numpy as np
 
 from isosim.experiments.sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
 from isosim.sim.config import SimConfig
-from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS, n_star_law
+from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS, finding_one_check, n_star_law
 
 #: the study's best validation value per n (easy, B_problem = 32, about 4M rollouts) and its base
 STUDY_BEST = {8: 0.596, 16: 0.607, 32: 0.624, 64: 0.629, 128: 0.629, 256: 0.668, 512: 0.688, 1024: 0.684}
@@ -109,16 +108,7 @@ def finding_one(name: str, model: dict, root: Path, data_seed: int, seeds=(0, 1)
                      b_problem=(32,), budget=BUDGET, seeds=seeds)
     store = run_sweep(spec, root / spec.id, progress=False, root_seed=CALIBRATION_SEEDS["root_seed"])
     law = n_star_law(evaluations(store.read(), "val"))
-    row = {"candidate": name, "world": data_seed, "n_star_top": law["n_star_top"],
-           "largest_n_on_frontier": law["n_star_max"] == max(spec.n)}
-    if law["fitted"]:
-        row.update({p: round(law[p], 2) for p in ("L", "k", "log10_C0", "b", "r2")})
-        row["saturation"] = round(law["saturation_log2"], 2)
-        row["passes"] = bool(law["k"] > 0 and law["L"] >= 2 and law["r2"] >= 0.7
-                             and law["saturation_log2"] < math.log2(max(spec.n)) and not row["largest_n_on_frontier"])
-    else:
-        row["passes"] = False
-    return row
+    return {"candidate": name, "world": data_seed, **finding_one_check(law, spec.n)}
 
 
 def choose(level_rows: list[dict], f1_rows: list[dict]) -> str | None:

@@ -115,3 +115,16 @@ def test_raw_and_fitted_agree_on_noiseless_curves():
     fitted = compute_optimal(pd.DataFrame(rows), bucket=0, grid=grid)
     assert fitted["n"].tolist() == raw["n"].tolist()
     assert np.allclose(fitted["value"], raw["value"], atol=1e-6)
+
+
+def test_finding_one_check_passes_only_a_rising_law_that_saturates_below_the_largest_n():
+    from isosim.study.findings import finding_one_check
+
+    ns = (2, 8, 32, 128, 512, 1024)
+    law = {"fitted": True, "k": 4.0, "L": 8.0, "log10_C0": 6.0, "b": 1.0, "r2": 0.9, "saturation_log2": 9.0,
+           "n_star_top": 512, "n_star_max": 512}
+    assert finding_one_check(law, ns)["passes"]
+    for change in ({"saturation_log2": 10.0}, {"n_star_max": 1024}, {"k": -1.0}, {"L": 1.5}, {"r2": 0.5}):
+        assert not finding_one_check({**law, **change}, ns)["passes"], change
+    row = finding_one_check({"fitted": False, "n_star_top": 2, "n_star_max": 2}, ns)
+    assert row == {"n_star_top": 2, "largest_n_on_frontier": False, "passes": False}

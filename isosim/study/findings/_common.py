@@ -239,6 +239,21 @@ def rise(law: dict, ns_tested) -> dict:
     return {"rises": bool(ok), "saturates_below_max_n": bool(law["n_star_max"] < max(ns_tested))}
 
 
+def finding_one_check(law: dict, ns_tested) -> dict:
+    """Finding 1's calibration criterion for one fitted n*(C) law, as the calibration scripts
+    tabulate it: the law :func:`rise`\ s, its fitted saturation lies below log2 of the largest n
+    tested, and the largest n is never on the frontier. Returns the law's parameters (rounded)
+    and ``passes``."""
+    row = {"n_star_top": law["n_star_top"], "largest_n_on_frontier": bool(law["n_star_max"] == max(ns_tested))}
+    if not law["fitted"]:
+        return {**row, "passes": False}
+    row.update({p: round(law[p], 2) for p in ("L", "k", "log10_C0", "b", "r2")})
+    row["saturation"] = round(law["saturation_log2"], 2)
+    row["passes"] = bool(rise(law, ns_tested)["rises"] and law["saturation_log2"] < math.log2(max(ns_tested))
+                         and not row["largest_n_on_frontier"])
+    return row
+
+
 def _public(d: dict) -> dict:
     """Evidence as JSON-ready numbers (tables dropped, floats rounded)."""
     out = {}
