@@ -511,6 +511,34 @@ def test_bootstrap_interval_hand_computed():
     assert [(p["compute"], p["n"]) for p in measured_with_interval(drop, reps=100)] == [(100, 2), (200, 2)]
 
 
+def test_n_star_shift_is_paired_and_three_valued():
+    """Grid 2, 8, 32; budgets 100 and 800; two seeds; three problems of 10 samples. Clear move:
+    n = 2 wins at 100 and n = 32 at 800 on every problem and seed, so every replicate shifts by
+    +4 doublings. Flat: n = 2 wins at both. Tie at the end: n = 2 and 32 equal in mean at 800,
+    with seeds that differ, so some replicates shift and some do not."""
+    from isosim.lm.heldout import n_star_shift
+
+    lo, hi = [2, 2, 2], [9, 9, 9]
+    grid, budgets = [2, 8, 32], [100, 800]
+
+    def runs(end2, end32, seeds32=None):
+        return _runs({2: {s: {100: hi, 800: end2} for s in (0, 1)},
+                      8: {s: {100: lo, 800: lo} for s in (0, 1)},
+                      32: {s: {100: lo, 800: (seeds32[s] if seeds32 else end32)} for s in (0, 1)}},
+                     grid, budgets, 10, [1, 1, 1])
+
+    moves = n_star_shift(runs([3, 3, 3], [10, 10, 10]), reps=300)
+    assert (moves["from"], moves["to"], moves["log2_shift"]) == (100, 800, 4.0)
+    assert (moves["low"], moves["high"], moves["p_moves"], moves["p_rises"]) == (4.0, 4.0, 1.0, 1.0)
+    assert moves["verdict"] == "moves"
+    flat = n_star_shift(runs([10, 10, 10], [3, 3, 3]), reps=300)
+    assert flat["log2_shift"] == 0.0 and flat["high"] == 0.0 and flat["verdict"] == "does not move"
+    # best-so-far: n = 2 scored 9 at C = 100, so n = 32 needs more than 9 on average at 800
+    tie = n_star_shift(runs([2, 2, 2], None, seeds32={0: [10, 10, 10], 1: [8, 8, 8]}), reps=2000)
+    assert tie["verdict"] == "inconclusive" and 0.1 < tie["p_moves"] < 0.9
+    assert abs(tie["p_moves"] - 0.25) < 0.05  # both seeds drawn as seed 0: mean 10 > 9; otherwise <= 9
+
+
 def test_held_out_protocol_and_alternatives_hand_computed():
     """Grid 2, 4, 8, 16, C_max = 1600, budgets 100 .. 1600: pilots are n = 2 and n = 8 (the middle),
     cut at C_max / 16 = 100; the scored budgets are 200 .. 1600. Measured n* (two seeds, one
@@ -625,6 +653,10 @@ def test_seeds_workers_interval_and_held_out(tmp_path):
         assert small["budgets"] == 4 and small["mean_abs_log2_error"] == pytest.approx(np.mean(errs))
         within = [e <= 1 or meas[c]["n_low"] <= 2 for e, c in zip(errs, (128, 256, 512, 1024))]
         assert small["share_within_one_doubling"] == pytest.approx(np.mean(within))
+    for name in ("easy", "hard"):
+        sh = js["n_star_shift"][name]
+        assert (sh["from"], sh["to"]) == (32, 1024) and sh["low"] <= sh["log2_shift"] <= sh["high"]
+        assert sh["verdict"] in ("moves", "does not move", "inconclusive") and 0 <= sh["p_moves"] <= sh["p_rises"] + 1e-12
     json.dumps(js, allow_nan=False)
     # rerun from the results file alone
     (tmp_path / "base.pt").unlink()

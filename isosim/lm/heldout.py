@@ -105,9 +105,9 @@ class SubsetRuns:
         return X, n_seeds
 
 
-def bootstrap_n_star(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, seed: int = 0) -> dict[int, dict]:
-    """{C: {"n_low", "n_high", "share": {n: share of replicates with n* = n}}} by the bootstrap of
-    the module docstring (problems resampled jointly, seeds per n)."""
+def _bootstrap_argmax(runs: SubsetRuns, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The arg-max over n (index into ``runs.grid``) of every bootstrap replicate at every budget,
+    shape (reps, budgets), and whether any n was evaluated at each budget, shape (budgets,)."""
     X, n_seeds = runs.tensor()
     A, S, K, P = X.shape
     rng = np.random.default_rng([seed, 0xB007])
@@ -124,12 +124,18 @@ def bootstrap_n_star(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, see
     evaluated = ~np.isnan(vals)
     best = np.fmax.accumulate(np.where(evaluated, vals, -np.inf), axis=2)  # best-so-far over budgets
     best = np.where(evaluated, best, -np.inf)  # n competes at C only if evaluated there
-    arg = np.argmax(best, axis=1)  # first maximum: ties to the smaller n; (reps, K)
+    return np.argmax(best, axis=1), evaluated[0].any(axis=0)  # first maximum: ties to the smaller n
+
+
+def bootstrap_n_star(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, seed: int = 0) -> dict[int, dict]:
+    """{C: {"n_low", "n_high", "share": {n: share of replicates with n* = n}}} by the bootstrap of
+    the module docstring (problems resampled jointly, seeds per n)."""
+    arg, evaluated = _bootstrap_argmax(runs, reps, seed)
     grid = np.asarray(runs.grid)
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     out = {}
     for c, C in enumerate(runs.budgets):
-        if not evaluated[0, :, c].any():
+        if not evaluated[c]:
             continue
         logs = np.log2(grid[arg[:, c]])
         ns, cnt = np.unique(grid[arg[:, c]], return_counts=True)
@@ -137,6 +143,30 @@ def bootstrap_n_star(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, see
                   "n_high": int(2 ** np.quantile(logs, hi_q, method="higher")),
                   "share": {int(n): float(k / reps) for n, k in zip(ns, cnt)}}
     return out
+
+
+def n_star_shift(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, seed: int = 0, doublings: float = 2.0) -> dict:
+    """How far n*(C) moves from the first to the last evaluated budget, with the paired bootstrap
+    of the module docstring (the same replicates give n* at both budgets, so the two are compared
+    within each replicate, not through their separate intervals).
+
+    ``log2_shift`` = log2 n*(C_last) - log2 n*(C_first) of the point estimates; ``low`` and
+    ``high`` its ``level`` interval over the replicates; ``p_rises`` and ``p_moves`` the shares
+    of replicates with a shift > 0 and >= ``doublings``; ``verdict`` ``"moves"`` when ``low`` >=
+    ``doublings``, ``"does not move"`` when ``high`` < ``doublings``, else ``"inconclusive"``."""
+    arg, evaluated = _bootstrap_argmax(runs, reps, seed)
+    cols = np.flatnonzero(evaluated)
+    first, last = int(cols[0]), int(cols[-1])
+    grid = np.asarray(runs.grid)
+    shift = np.log2(grid[arg[:, last]]) - np.log2(grid[arg[:, first]])
+    point = {p["compute"]: p["n"] for p in runs.n_star()}
+    c0, c1 = runs.budgets[first], runs.budgets[last]
+    low = float(np.quantile(shift, (1 - level) / 2, method="lower"))
+    high = float(np.quantile(shift, (1 + level) / 2, method="higher"))
+    verdict = "moves" if low >= doublings else "does not move" if high < doublings else "inconclusive"
+    return {"from": int(c0), "to": int(c1), "log2_shift": float(math.log2(point[c1]) - math.log2(point[c0])),
+            "low": low, "high": high, "level": level, "doublings": doublings,
+            "p_rises": float(np.mean(shift > 0)), "p_moves": float(np.mean(shift >= doublings)), "verdict": verdict}
 
 
 def measured_with_interval(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, seed: int = 0) -> list[dict]:

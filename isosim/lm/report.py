@@ -133,6 +133,12 @@ def report_text(res) -> str:
         base = ", ".join(f"{k}: {v:.2f}" for k, v in res.baselines[name].items())
         lines += ["", f"Agreement: mean |log2 n*_measured - log2 n*_predicted| = "
                   f"{res.agreement[name]['mean_abs_log2_error']:.2f} (constant predictors: {base}).", ""]
+        sh = res.shift.get(name)
+        if sh:
+            lines += [f"Does n* move? From C = {sh['from']} to {sh['to']}: log2 n* changes by {sh['log2_shift']:+.0f} "
+                      f"(paired bootstrap, {sh['level']:.0%} interval [{sh['low']:+.0f}, {sh['high']:+.0f}]; "
+                      f"{sh['p_rises']:.0%} of replicates rise, {sh['p_moves']:.0%} by at least {sh['doublings']:.0f} "
+                      f"doublings). Moves by at least {sh['doublings']:.0f} doublings: **{sh['verdict']}**.", ""]
     fb = res.fixed_batch
     if fb:
         lines += ["## Fixed-batch grid", "",

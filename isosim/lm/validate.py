@@ -59,7 +59,15 @@ from .compare import (
     surrogate_rates,
 )
 from .grpo import GRPOTrainer, pass_rates
-from .heldout import SubsetRuns, alternatives, held_out_budgets, measured_with_interval, pilot_ns, score_held_out
+from .heldout import (
+    SubsetRuns,
+    alternatives,
+    held_out_budgets,
+    measured_with_interval,
+    n_star_shift,
+    pilot_ns,
+    score_held_out,
+)
 from .journal import Journal
 from .model import GPT
 from .protocol import BANDS, ValidateConfig, budgets, eval_steps, fb_marks, full_config, plan_grid, quick_config
@@ -329,6 +337,7 @@ class Validation:
     fixed_batch: dict = field(default_factory=dict)  # B, splits, m_max, measured, predicted, agreement, curves
     held_out: dict = field(default_factory=dict)  # the "calibrated" entry: protocol, alternatives (see heldout.py)
     cpu_seconds: float = 0.0  # of this process and its workers, this invocation
+    shift: dict = field(default_factory=dict)  # per subset: how far n*(C) moves, first to last budget (heldout.n_star_shift)
 
     def to_json(self) -> dict:
         def strip(pts):
@@ -349,6 +358,8 @@ class Validation:
                                      for k, cur in self.curves.items()}
             js["seeds"] = self.config.seeds
             js["scale"] = self.config.name
+        if self.shift:
+            js["n_star_shift"] = self.shift
         if self.held_out:
             js["calibrated"] = self.held_out
         return js
@@ -462,7 +473,7 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
     live["bar"] = None
 
     log("surrogate: calibrating its learning rate on the reference n, predicting n*(C)")
-    measured, predicted, agree, base_lines, calib, curves, runs = {}, {}, {}, {}, {}, {}, {}
+    measured, predicted, agree, base_lines, calib, curves, runs, shifts = {}, {}, {}, {}, {}, {}, {}, {}
     fixed = {"B": fbp["B"], "m_max": fbp["m_max"], "splits": fbp["splits"], "steps": mlist,
              "measured": {}, "predicted": {}, "agreement": {}, "curves": {}}
     for name, (_, tc, _, vc) in subsets.items():
@@ -473,6 +484,8 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
         if all("counts" in r for r in evals if r["subset"] == name):
             runs[name] = SubsetRuns.from_evals(evals, name, plan["n_grid"], blist, cfg.eval_samples)
             measured[name] = measured_with_interval(runs[name], cfg.bootstrap, cfg.interval, cfg.seed)
+            if cfg.bootstrap > 0 and len(measured[name]) > 1:
+                shifts[name] = n_star_shift(runs[name], cfg.bootstrap, cfg.interval, cfg.seed)
         else:  # results written before per-problem counts were stored: no interval
             measured[name] = n_star(mc, blist)
         predicted[name] = n_star(sc, blist)
@@ -529,7 +542,7 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
                      {k: {"train": len(v[1]), "val": len(v[3]),
                           "train_mean": float(np.mean(v[1]) / cfg.measure_samples),
                           "val_mean": float(np.mean(v[3]) / cfg.measure_samples)} for k, v in subsets.items()},
-                     0.0, out, fixed if cfg.fixed_batch else {}, held)
+                     0.0, out, fixed if cfg.fixed_batch else {}, held, shift=shifts)
     if figures:
         from .report import write_figures
 
