@@ -46,28 +46,24 @@ METRIC = "avg@4"
 #: the structure every candidate shares: execution noise and memorisation on (the package's
 #: defaults have both off; every other knob not named below is the package default)
 COMMON = {"local": 1.0}
+
+
+def _candidate(prior: float, generality_b: float, skill: float, exec_a: float, exec_b: float) -> tuple[str, dict]:
+    """(name, model knobs) of one candidate; the name spells out its knobs."""
+    name = (f"prior {prior:g}, solvers B(0.5, {generality_b:g}), skill {skill:g}, "
+            f"execution B({exec_a:g}, {exec_b:g})")
+    return name, {"prior_scale": float(prior), "generality_b": float(generality_b), "skill_link": float(skill),
+                  "execution_a": float(exec_a), "execution_b": float(exec_b)}
+
+
 #: (name, model knobs). Before this calibration the default was prior scale 2, solvers
 #: Beta(0.5, 4), skill_link 0.7, no execution noise, no memorisation. A more peaked base policy
 #: (prior scale) and more general solvers raise the base value towards 0.45 (a pool of 20,000
 #: draws, no training, shows it); execution noise sets the ceiling; skill_link sets transfer.
-CANDIDATES = (
-    ("prior 2, solvers B(0.5, 4), skill 0.7, execution B(4, 1.5)",
-     {"prior_scale": 2.0, "generality_b": 4.0, "skill_link": 0.7, "execution_a": 4.0, "execution_b": 1.5}),
-    ("prior 2, solvers B(0.5, 4), skill 0.7, execution B(2, 1)",
-     {"prior_scale": 2.0, "generality_b": 4.0, "skill_link": 0.7, "execution_a": 2.0, "execution_b": 1.0}),
-    ("prior 4, solvers B(0.5, 4), skill 0.7, execution B(3, 1.2)",
-     {"prior_scale": 4.0, "generality_b": 4.0, "skill_link": 0.7, "execution_a": 3.0, "execution_b": 1.2}),
-    ("prior 4, solvers B(0.5, 2), skill 0.7, execution B(4, 1.5)",
-     {"prior_scale": 4.0, "generality_b": 2.0, "skill_link": 0.7, "execution_a": 4.0, "execution_b": 1.5}),
-    ("prior 6, solvers B(0.5, 2), skill 0.55, execution B(4, 1.5)",
-     {"prior_scale": 6.0, "generality_b": 2.0, "skill_link": 0.55, "execution_a": 4.0, "execution_b": 1.5}),
-    ("prior 8, solvers B(0.5, 2), skill 0.7, execution B(4, 1.5)",
-     {"prior_scale": 8.0, "generality_b": 2.0, "skill_link": 0.7, "execution_a": 4.0, "execution_b": 1.5}),
-    ("prior 8, solvers B(0.5, 2), skill 0.4, execution B(4, 1.5)",
-     {"prior_scale": 8.0, "generality_b": 2.0, "skill_link": 0.4, "execution_a": 4.0, "execution_b": 1.5}),
-    ("prior 8, solvers B(0.5, 4), skill 0.7, execution B(4, 1.5)",
-     {"prior_scale": 8.0, "generality_b": 4.0, "skill_link": 0.7, "execution_a": 4.0, "execution_b": 1.5}),
-)
+CANDIDATES = tuple(_candidate(*k) for k in (
+    (2, 4, 0.7, 4, 1.5), (2, 4, 0.7, 2, 1), (4, 4, 0.7, 3, 1.2), (4, 2, 0.7, 4, 1.5),
+    (6, 2, 0.55, 4, 1.5), (8, 2, 0.7, 4, 1.5), (8, 2, 0.4, 4, 1.5), (8, 4, 0.7, 4, 1.5),
+))
 #: the knobs stage 3 moves by 25% either way
 ROBUST_KNOBS = ("prior_scale", "generality_b", "skill_link", "execution_a", "execution_b", "local")
 
