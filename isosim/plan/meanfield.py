@@ -374,6 +374,8 @@ class _Integrator:
         a, al = config.algo, config.allocation
         self.A, self.algo = A, a
         self.n, self.bp, self.d_full = al.n, al.b_problem, d_full
+        #: the per-problem rows' share of the learning rate: 1 / B_problem beside shared parameters
+        self.u_share = 1.0 / self.bp if (A.bs > 0 or A.vs > 0) else 1.0
         self.lr = a.lr_at(al.n * al.b_problem)
         S, r = A.L0.shape[1], A.Z.shape[1]
         shapes = {"beta": (S,), "V": (r, S)}
@@ -511,7 +513,7 @@ class _Integrator:
         rate ``r = max(0, -dE[G]/dx) / (sqrt(v_hat) + eps)``. A block moves in a share
         ``per`` of the steps: P, the share of steps that update (:meth:`filter_factors`),
         times B_problem / D for the per-problem offsets ``U`` (they move only when their
-        problem is drawn).
+        problem is drawn); those step with ``lr * u_share``.
         """
         a, b = self.algo, self.blocks[name]
         local = name in ("U", "alpha")
@@ -528,6 +530,8 @@ class _Integrator:
             v2 = b2k * b.v + (1.0 - b2k) * (g * g + st.var)
             scale = 1.0 / (np.sqrt(v2 / (1.0 - a.beta2**t)) + a.adam_eps)
             d = m2 / (1.0 - a.beta1**t) * scale
+        if local:
+            d, lr = d * self.u_share, lr * self.u_share
         rate = np.maximum(-st.jac, 0.0) * scale
         return per * d / (1.0 + kk * lr * rate), m2, v2
 
@@ -558,8 +562,9 @@ class _Integrator:
         for name, (d, m2, v2) in plan.items():
             b = self.blocks[name]
             if a.optimizer == "adamw" and a.weight_decay > 0:
-                share = self.active * (self.bp / self.d_full if name in ("U", "alpha") else 1.0)
-                b.x *= (1.0 - lr * a.weight_decay) ** (k * share)
+                local = name in ("U", "alpha")
+                share = self.active * (self.bp / self.d_full if local else 1.0)
+                b.x *= (1.0 - (lr * self.u_share if local else lr) * a.weight_decay) ** (k * share)
             b.x += k * lr * d
             if m2 is not None:
                 b.m, b.v = m2, v2

@@ -22,7 +22,7 @@ from .advantages import ADVANTAGES
 from .models import MODELS
 
 #: bump when a change alters the numbers a config produces
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 BANDS: dict[str, tuple[float, float]] = {
     "easy": (0.3, 0.6),

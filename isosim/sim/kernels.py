@@ -24,7 +24,10 @@ One step, for each of the B_problem problems of the batch:
   the ``pi_i`` term vanishes and ``g_i`` has at most ``min(n, S)`` non-zeros: the chain
   rule visits only those;
 * chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step;
-  ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled);
+  ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled); beside
+  shared parameters their learning rate is ``lr / B_problem``: a problem's own step is its
+  share of the batch's update, so how fast a problem is memorised per visit does not grow
+  with the batch (a model without shared parameters, tabular, steps its rows with ``lr``);
 * with execution noise and the memorisation path on (``us > 0``), the problem's execution
   offset ``alpha_i`` ascends ``us (1 / n) sum_{s: Y_s = 1} (k_s A(1) (1 - e_i) - (c_s - k_s) A(0) e_i)``
   (the score of the rollouts' execution outcomes), averaged like ``g_i`` and stepped with ``u_i``.
@@ -621,6 +624,7 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             else:
                 _adam_dense(V_f, mV_f, vV_f, gV_f, lr, b1, b2, aeps, wd, tglob, opt)
         if us > 0.0:
+            lr_u = lr / Bp if (bs > 0.0 or vs > 0.0) else lr
             # a problem may appear twice in a batch that straddles two epochs: fold its later
             # rows into its first one, so each row gets one optimiser step per batch
             for b in range(Bp):
@@ -641,19 +645,19 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 for s in range(S):
                     gbeta[s] = us * G[b, s] * mask[s]
                 if opt == OPT_SGD:
-                    _sgd_dense(U[i], gbeta, lr, wd)
+                    _sgd_dense(U[i], gbeta, lr_u, wd)
                 else:
                     t_U[i] += 1
-                    _adam_dense(U[i], m_U[i], v_U[i], gbeta, lr, b1, b2, aeps, wd, t_U[i], opt)
+                    _adam_dense(U[i], m_U[i], v_U[i], gbeta, lr_u, b1, b2, aeps, wd, t_U[i], opt)
                 if learn_exec:
                     ga1[0] = us * ga[b]
                     xa1[0] = alpha[i]
                     if opt == OPT_SGD:
-                        _sgd_dense(xa1, ga1, lr, wd)
+                        _sgd_dense(xa1, ga1, lr_u, wd)
                     else:
                         ma1[0] = m_alpha[i]
                         va1[0] = v_alpha[i]
-                        _adam_dense(xa1, ma1, va1, ga1, lr, b1, b2, aeps, wd, t_U[i], opt)
+                        _adam_dense(xa1, ma1, va1, ga1, lr_u, b1, b2, aeps, wd, t_U[i], opt)
                         m_alpha[i] = ma1[0]
                         v_alpha[i] = va1[0]
                     alpha[i] = xa1[0]

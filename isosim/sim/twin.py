@@ -192,26 +192,27 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             else:
                 _adam(V, m_V, v_V, gv, lr, b1, b2, aeps, wd, tglob, opt)
         if us > 0:
+            lr_u = lr / Bp if (bs > 0 or vs > 0) else lr  # beside shared parameters: the problem's share
             rows, inv = np.unique(idx, return_inverse=True)
             gu = np.zeros((len(rows), S))
             np.add.at(gu, inv, G)
             gu *= us * mask[None, :]
             if opt == OPT_SGD:
-                U[rows] += lr * (gu - wd * U[rows])
+                U[rows] += lr_u * (gu - wd * U[rows])
             else:
                 t_U[rows] += 1
                 x, m, v = U[rows], m_U[rows], v_U[rows]
-                _adam(x, m, v, gu, lr, b1, b2, aeps, wd, t_U[rows][:, None], opt)
+                _adam(x, m, v, gu, lr_u, b1, b2, aeps, wd, t_U[rows][:, None], opt)
                 U[rows], m_U[rows], v_U[rows] = x, m, v
             if learn_exec:
                 gal = np.zeros(len(rows))
                 np.add.at(gal, inv, ga)
                 gal *= us
                 if opt == OPT_SGD:
-                    alpha[rows] += lr * (gal - wd * alpha[rows])
+                    alpha[rows] += lr_u * (gal - wd * alpha[rows])
                 else:
                     x, m, v = alpha[rows], m_alpha[rows], v_alpha[rows]
-                    _adam(x, m, v, gal, lr, b1, b2, aeps, wd, t_U[rows], opt)
+                    _adam(x, m, v, gal, lr_u, b1, b2, aeps, wd, t_U[rows], opt)
                     alpha[rows], m_alpha[rows], v_alpha[rows] = x, m, v
 
 
