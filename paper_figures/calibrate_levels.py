@@ -48,8 +48,8 @@ METRIC = "avg@4"
 #: the structure every candidate shares (every knob not named here or in a candidate is the
 #: package default): a more peaked base policy (prior scale 8) puts the base value near the study's
 #: (a pool of 20,000 draws, no training, shows it) and execution noise Beta(8, 2) sets the ceiling
-#: of a held-out problem.
-COMMON_MODEL = {"prior_scale": 8.0, "execution_a": 8.0, "execution_b": 2.0}
+#: of a held-out problem; a problem's own offsets step with lr / B_problem (``local_share``).
+COMMON_MODEL = {"prior_scale": 8.0, "execution_a": 8.0, "execution_b": 2.0, "local_share": True}
 
 
 def _candidate(shared: float, local: float, adam_eps: float) -> tuple[str, dict, dict]:
@@ -85,14 +85,16 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name)
 
 
-def levels(name: str, model: dict, algo: dict, root: Path, data_seed: int) -> dict:
+def levels(name: str, model: dict, algo: dict, root: Path, data_seed: int,
+           root_seed: int = CALIBRATION_SEEDS["root_seed"]) -> dict:
     """Stage 1: base value, best value per n and per B_problem, and the level score."""
     base = _base(model, algo, data_seed)
     rows = []
     for tag, n, bp in (("n", LEVEL_N, (32,)), ("b", (16,), LEVEL_B)):
-        spec = SweepSpec(f"levels-{tag}-d{data_seed}-{_slug(name)}", "Q1", base, n=n, b_problem=bp, budget=BUDGET,
+        spec = SweepSpec(f"levels-{tag}-d{data_seed}-r{root_seed}-{_slug(name)}", "Q1", base, n=n, b_problem=bp,
+                         budget=BUDGET,
                          seeds=(0,))
-        store = run_sweep(spec, root / spec.id, progress=False, root_seed=CALIBRATION_SEEDS["root_seed"])
+        store = run_sweep(spec, root / spec.id, progress=False, root_seed=root_seed)
         rows.append(evaluations(store.read(), "val"))
     by_n, by_b = rows
     best_n = by_n.groupby("n")[METRIC].max()
@@ -107,17 +109,41 @@ def levels(name: str, model: dict, algo: dict, root: Path, data_seed: int) -> di
             "score": round(float(np.sqrt(np.mean(np.square(err)))), 4)}
 
 
-def finding_one(name: str, model: dict, algo: dict, root: Path, data_seed: int, seeds=(0, 1)) -> dict:
+def finding_one(name: str, model: dict, algo: dict, root: Path, data_seed: int, seeds=(0, 1),
+                root_seed: int = CALIBRATION_SEEDS["root_seed"]) -> dict:
     """Finding 1's criterion for one model in one calibration world (Q1 grid at 2^22), on the
     whole grid (n = 2 ... 1024) and on the study's (n = 8 ... 1024, column ``passes_8``)."""
-    spec = SweepSpec(f"q1-d{data_seed}-r{len(seeds)}-{_slug(name)}", "Q1", _base(model, algo, data_seed),
+    spec = SweepSpec(f"q1-d{data_seed}-s{root_seed}-r{len(seeds)}-{_slug(name)}", "Q1", _base(model, algo, data_seed),
                      n=POWERS_OF_TWO, b_problem=(32,), budget=BUDGET, seeds=seeds)
-    store = run_sweep(spec, root / spec.id, progress=False, root_seed=CALIBRATION_SEEDS["root_seed"])
+    store = run_sweep(spec, root / spec.id, progress=False, root_seed=root_seed)
     ev = evaluations(store.read(), "val")
     study = finding_one_check(n_star_law(ev[ev["n"] >= min(STUDY_GRID)]), STUDY_GRID)
     return {"candidate": name, "world": data_seed, **finding_one_check(n_star_law(ev), spec.n),
             "n_star_top_8": study["n_star_top"], "k_8": study.get("k", "-"), "r2_8": study.get("r2", "-"),
             "passes_8": study["passes"]}
+
+
+def mean_field_gap(model: dict, algo: dict, data_seed: int, ns=(8, 64, 512), seeds=(0, 1)) -> list[dict]:
+    """The planner's mean field against the simulator for one model: validation avg@4 at the end of
+    a 2^22-rollout run (B_problem = 32), mean over ``seeds`` simulated runs, and the RMS gap over
+    the curve."""
+    from isosim import build_population, simulate
+    from isosim.plan.meanfield import mean_field
+
+    base = _base(model, algo, data_seed)
+    pop = build_population(base.population, base.model)
+    rows = []
+    for n in ns:
+        cfg = base.replace(allocation={"n": n, "b_problem": 32, "budget": BUDGET})
+        sims = [simulate(cfg, s, population=pop).curve(METRIC, "val").set_index("compute_rollouts")["value"]
+                for s in seeds]
+        sim = sum(sims) / len(sims)
+        sim = sim[sim.index > 0]
+        mf = mean_field(cfg, pop).at(sim.index.to_numpy(float), METRIC, "val")
+        gap = mf - sim.to_numpy()
+        rows.append({"n": n, "simulated_end": round(float(sim.iloc[-1]), 3), "mean_field_end": round(float(mf[-1]), 3),
+                     "gap_end": round(float(gap[-1]), 3), "rms_gap": round(float(np.sqrt(np.mean(gap**2))), 3)})
+    return rows
 
 
 def choose(level_rows: list[dict], f1_rows: list[dict]) -> str | None:
@@ -167,6 +193,15 @@ def main() -> None:
                 row = finding_one(name, *changed, root, worlds[0], seeds=(0,))
                 robust_rows.append({**row, "knob": knob, "value": value})
                 print(robust_rows[-1], flush=True)
+    held_rows, mf_rows = [], []
+    if chosen is not None:
+        model, algo = knobs_of[chosen]
+        held = {"data_seed": EVALUATION_SEEDS["data_seed"], "root_seed": EVALUATION_SEEDS["root_seed"]}
+        held_rows = [levels(chosen, model, algo, root, held["data_seed"], root_seed=held["root_seed"]),
+                     finding_one(chosen, model, algo, root, held["data_seed"], root_seed=held["root_seed"])]
+        mf_rows = mean_field_gap(model, algo, worlds[0])
+        for r in (*held_rows, *mf_rows):
+            print(r, flush=True)
     level_cols = ("candidate", "base", *(f"n{n}" for n in LEVEL_N), "spread_n", "spread_b", "score")
     f1_cols = ("candidate", "world", "n_star_top", "L", "k", "log10_C0", "b", "r2", "saturation", "passes",
                "n_star_top_8", "k_8", "r2_8", "passes_8")
@@ -204,6 +239,24 @@ def main() -> None:
         "",
         *_table(robust_rows, ("knob", "value", "n_star_top", "L", "k", "b", "r2", "saturation", "passes",
                               "n_star_top_8", "passes_8")),
+        "",
+        f"## Held out: the chosen candidate in the evaluation world (data seed {EVALUATION_SEEDS['data_seed']}, "
+        f"root seed {EVALUATION_SEEDS['root_seed']})",
+        "",
+        "Levels (one replicate) and finding 1 (Q1 grid, replicates 0 and 1), as in stages 1 and 2. Nothing was "
+        "chosen on these runs.",
+        "",
+        *_table(held_rows[:1], level_cols),
+        "",
+        *_table(held_rows[1:], f1_cols),
+        "",
+        f"## The planner's mean field against the simulator (world {worlds[0]})",
+        "",
+        f"Validation {METRIC} at the end of a {BUDGET:.3g}-rollout run at B_problem = 32 (simulated: mean of 2 "
+        "seeds), and the RMS gap over the curve. `isosim plan` ranks allocations with the mean field, so a gap "
+        "that grows with n biases its choice of n.",
+        "",
+        *_table(mf_rows, ("n", "simulated_end", "mean_field_end", "gap_end", "rms_gap")),
         "",
     ])
     Path(a.out).write_text(text)

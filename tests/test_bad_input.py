@@ -299,6 +299,7 @@ CONFIG_DOMAINS = {
         "execution_a": bad_float(0, lo_open=True), "execution_b": bad_float(0),
         "logit_mean": bad_float(), "logit_std": bad_float(0, lo_open=True),
         "shared": bad_float(0, lo_open=True), "local": bad_float(0, lo_open=True),
+        "local_share": bad_choice(lambda t: t.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off")),
     },
     "algo": {
         "advantage": bad_choice(_valid_advantage), "std_eps": bad_float(0, lo_open=True),

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isosim import simulate
+from isosim import SimConfig, simulate
 from isosim.sim import kernels
 from isosim.sim import twin as numpy_twin
 
@@ -31,6 +31,12 @@ VARIANTS = {
     "execution-repeated-rows": {"population": {"train_size": 20},
                                 "model": {"execution_a": 2.0, "execution_b": 1.0, "local": 1.0}},
     "tabular": {"model": {"kind": "tabular"}, "algo": {"lr_rule": "linear"}},
+    # the per-problem rows (and execution offsets) step with lr / B_problem
+    "local-share-memorise": {"model": {"execution_a": 2.0, "execution_b": 1.0, "local": 16.0, "local_share": True},
+                             "algo": {"adam_eps": 1e-2}},
+    "local-share-repeated-rows-sgd": {"population": {"train_size": 20},
+                                      "model": {"local": 16.0, "shared": 0.1, "local_share": True},
+                                      "algo": {"optimizer": "sgd", "lr": 0.3}},
 }
 
 
@@ -282,14 +288,15 @@ def _toy(D, S, r, rewards, rng, L0=None):
     return data, initial_state(D, S, r)
 
 
-def _params(lr, bs, vs, us, kl, ent, wd, n, adv, opt):
-    fpar = np.array([lr, bs, vs, us, 1e-6, kl, ent, B1, B2, AEPS, wd])
+def _params(lr, bs, vs, us, kl, ent, wd, n, adv, opt, u_lr=1.0):
+    fpar = np.array([lr, bs, vs, us, 1e-6, kl, ent, B1, B2, AEPS, wd, u_lr])
     ipar = np.array([n, n, 1, adv, opt, 0, 0], dtype=np.int64)  # B_problem 1, no filter, no warm-up
     return fpar, ipar
 
 
-@pytest.mark.parametrize("opt, wd", [(kernels.OPT_ADAM, 0.0), (kernels.OPT_ADAMW, 0.1)])
-def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd):
+@pytest.mark.parametrize("opt, wd, u_lr", [(kernels.OPT_ADAM, 0.0, 1.0), (kernels.OPT_ADAMW, 0.1, 1.0),
+                                            (kernels.OPT_ADAM, 0.0, 0.25)])
+def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd, u_lr):
     """The kernel's claim: ``u`` rows use lazy Adam, a row's moments, step count and (AdamW)
     decay move only when its problem is in the batch. With every reward 0 the advantages vanish
     and the only gradient is the entropy bonus, a deterministic function of the sampled row's
@@ -297,12 +304,14 @@ def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd):
     correction by the row's own step count) and dense Adam (every row every step, a zero
     gradient for rows not in the batch, global step count). The kernel and its twin equal lazy
     Adam to float precision and differ from dense Adam by far more than float noise (one
-    problem per step, 3 problems, 9 steps: each row sits out the steps in between)."""
+    problem per step, 3 problems, 9 steps: each row sits out the steps in between). The rows'
+    learning rate is ``lr`` times their share ``fpar[F_ULR]`` (1 / B_problem in a model with
+    shared parameters)."""
     import copy
 
     D, S, lr, ent = 3, 5, 0.05, 0.5
     data, st = _toy(D, S, 0, np.zeros((D, S)), np.random.default_rng(20))
-    fpar, ipar = _params(lr, 0.0, 0.0, 1.0, 0.0, ent, wd, 4, kernels.ADV_GRPO, opt)
+    fpar, ipar = _params(lr, 0.0, 0.0, 1.0, 0.0, ent, wd, 4, kernels.ADV_GRPO, opt, u_lr)
     tw, rng = copy.deepcopy(st), np.random.default_rng(21)
     tw_rng = copy.deepcopy(rng)
     lazy = {"U": np.zeros((D, S)), "m": np.zeros((D, S)), "v": np.zeros((D, S)), "t": np.zeros(D, int)}
@@ -316,10 +325,11 @@ def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd):
         g = _entropy_ascent_grad(data.base_logits[i] + lazy["U"][i], ent)
         lazy["t"][i] += 1
         lazy["U"][i], lazy["m"][i], lazy["v"][i] = _adam_ascent(lazy["U"][i], lazy["m"][i], lazy["v"][i], g,
-                                                               lazy["t"][i], lr, wd, opt)
+                                                               lazy["t"][i], lr * u_lr, wd, opt)
         gd = np.zeros((D, S))
         gd[i] = _entropy_ascent_grad(data.base_logits[i] + dense["U"][i], ent)
-        dense["U"], dense["m"], dense["v"] = _adam_ascent(dense["U"], dense["m"], dense["v"], gd, t + 1, lr, wd, opt)
+        dense["U"], dense["m"], dense["v"] = _adam_ascent(dense["U"], dense["m"], dense["v"], gd, t + 1, lr * u_lr, wd,
+                                                          opt)
         for j in set(range(D)) - {i}:  # rows outside the batch: bit for bit untouched
             sat_out += before.t_U[j] > 0
             for key in ("U", "m_U", "v_U", "t_U"):
@@ -428,3 +438,18 @@ def test_python_path_with_jit_disabled_gives_the_same_trace(small_cfg, tmp_path,
     py = pd.read_csv(StringIO(out))
     jit = simulate(cfg, 11).table
     np.testing.assert_allclose(py["value"].values, jit["value"].values, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("model, share", [({"kind": "strategies"}, 1.0), ({"kind": "features"}, 1.0),
+                                          ({"kind": "strategies", "local_share": True}, 1 / 32),
+                                          ({"kind": "features", "local_share": True}, 1 / 32),
+                                          ({"kind": "tabular", "local_share": True}, 1.0)])
+def test_offset_rows_learn_at_their_share_of_the_batch(model, share):
+    """With ``local_share`` a problem's own rows step with ``lr / B_problem`` (its share of the
+    batch's update), without it with ``lr``; the tabular model's rows are the whole model and
+    always step with ``lr``."""
+    from isosim.sim.run import kernel_params
+
+    cfg = SimConfig().replace(model=model, allocation={"n": 8, "b_problem": 32, "budget": 1e5})
+    fpar, _ = kernel_params(cfg)
+    assert fpar[kernels.F_ULR] == pytest.approx(share)

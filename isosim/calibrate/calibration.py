@@ -152,7 +152,7 @@ def _member_n_star(job) -> list[int]:
 def fitted_knobs(base: SimConfig, names=None) -> tuple[K.Knob, ...]:
     """The knobs to fit for ``base``'s model: ``names`` (default :data:`isosim.calibrate.knobs.DEFAULT`),
     without the model knobs that model does not read (they could not be identified)."""
-    reads = set(MODELS[base.model.kind].KNOBS) | {"shared", "local"}  # every model scales its two paths
+    reads = set(MODELS[base.model.kind].KNOBS) | {"shared", "local", "local_share"}  # every model's learning paths
     chosen = K.knobs_of(names)
     kept = tuple(k for k in chosen if k.section != "model" or k.field in reads)
     if not kept:

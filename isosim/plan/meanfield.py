@@ -335,6 +335,7 @@ class _Arrays:
     bs: float
     vs: float
     us: float
+    u_share: bool  # the per-problem rows step with lr / B_problem (PathScales.u_share)
 
 
 def _arrays(config: SimConfig, pop: Population, max_train: int | None, seed: int) -> _Arrays:
@@ -346,7 +347,7 @@ def _arrays(config: SimConfig, pop: Population, max_train: int | None, seed: int
     c = np.ascontiguousarray
     return _Arrays(c(tr.base_logits[idx]), c(tr.features[idx]), c(tr.rewards[idx]), c(va.base_logits),
                    c(va.features), c(va.rewards), c(tr.execution[idx]), c(va.execution), learn_mask(config.model),
-                   sc.beta, sc.v, sc.u)
+                   sc.beta, sc.v, sc.u, sc.u_share)
 
 
 @dataclass
@@ -374,8 +375,8 @@ class _Integrator:
         a, al = config.algo, config.allocation
         self.A, self.algo = A, a
         self.n, self.bp, self.d_full = al.n, al.b_problem, d_full
-        #: the per-problem rows' share of the learning rate: 1 / B_problem beside shared parameters
-        self.u_share = 1.0 / self.bp if (A.bs > 0 or A.vs > 0) else 1.0
+        #: the per-problem rows' share of the learning rate (``PathScales.u_share``)
+        self.u_share = 1.0 / self.bp if A.u_share else 1.0
         self.lr = a.lr_at(al.n * al.b_problem)
         S, r = A.L0.shape[1], A.Z.shape[1]
         shapes = {"beta": (S,), "V": (r, S)}
@@ -387,26 +388,30 @@ class _Integrator:
         self.t = 0
         self.t_adam = 0.0
         self.t_u = 0.0
+        #: the per-problem rows as the current epoch found them (see :meth:`snapshot`)
+        self.epoch_rows = {k: self.blocks[k].x.copy() for k in ("U", "alpha") if k in self.blocks}
+        self.epochs_done = 0
         self.active = 1.0
         self.ref = None
         if a.kl_coef > 0 or a.entropy_coef > 0:
             self.ref, _ = self.policy(A.L0, A.Z, A.Y, False, base=True)
 
-    def execution(self, E: np.ndarray, use_u: bool) -> np.ndarray:
-        """``e_i = sigmoid(E_i + us alpha_i)`` (``alpha`` only for training rows, ``use_u``)."""
+    def execution(self, E: np.ndarray, use_u: bool, rows: dict | None = None) -> np.ndarray:
+        """``e_i = sigmoid(E_i + us alpha_i)`` (``alpha`` only for training rows, ``use_u``; from
+        ``rows`` when given, else the current expectation)."""
         if use_u and "alpha" in self.blocks:
-            E = E + self.A.us * self.blocks["alpha"].x
+            E = E + self.A.us * (rows or {}).get("alpha", self.blocks["alpha"].x)
         with np.errstate(over="ignore"):
             return expit(E)
 
-    def policy(self, L0, Z, Y, use_u: bool, base: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def policy(self, L0, Z, Y, use_u: bool, base: bool = False, rows: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Pass-rate-level view of the expected parameters: ``pi`` and ``p`` of each row
-        (``Y``: the rows' expected rewards ``y = e Y``)."""
+        (``Y``: the rows' expected rewards ``y = e Y``; per-problem offsets from ``rows`` when given)."""
         A, b = self.A, self.blocks
         S, r = L0.shape[1], Z.shape[1]
         bias = np.zeros(S) if base else A.bs * b["beta"].x
         V = np.zeros((r, S)) if base else A.vs * b["V"].x
-        U = b["U"].x if use_u and "U" in b and not base else np.zeros((0, S))
+        U = (rows or {}).get("U", b["U"].x) if use_u and "U" in b and not base else np.zeros((0, S))
         pi = np.exp(_shifted_logits(L0, bias, Z, V, U, A.us, np.empty(L0.shape)))
         p = np.empty(L0.shape[0])
         _normalise(pi, Y, p)
@@ -572,6 +577,22 @@ class _Integrator:
             self.t_u += k * self.active * self.bp / self.d_full
         self.t_adam += k * self.active
         self.t += k
+        self.snapshot()
+
+    def snapshot(self) -> None:
+        """Keep the per-problem rows as each new epoch finds them.
+
+        The simulator visits every training problem once per epoch, so a problem drawn during
+        epoch k has been visited k times, all before the epoch began, and its gradient is that
+        of its offsets then. The rows advance continuously here (a share B_problem / D of a visit
+        per step), so the batch's gradient is computed from :attr:`epoch_rows`, taken at each
+        whole visit count; evaluated from the advancing rows instead, every problem would look
+        a fraction of a visit more memorised than the ones actually drawn, which at large n
+        (few epochs) starves the shared path of signal.
+        """
+        if self.epoch_rows and int(self.t_u) > self.epochs_done:
+            self.epochs_done = int(self.t_u)
+            self.epoch_rows = {k: self.blocks[k].x.copy() for k in self.epoch_rows}
 
 
 @dataclass(frozen=True)
@@ -656,6 +677,10 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
         rows.append({**head, "split": "val", **_metrics(p_val, ks)})
         if it.t >= total:
             break
+        if it.epoch_rows:  # the batch's problems as this epoch found them
+            e = it.execution(A.E, True, it.epoch_rows)
+            y = A.Y * e[:, None]
+            pi, p = it.policy(A.L0, A.Z, y, True, rows=it.epoch_rows)
         stats = it.stats(pi, p, y, e)
         k = 1
         if it.t >= config.algo.warmup:

@@ -24,10 +24,10 @@ One step, for each of the B_problem problems of the batch:
   the ``pi_i`` term vanishes and ``g_i`` has at most ``min(n, S)`` non-zeros: the chain
   rule visits only those;
 * chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step;
-  ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled); beside
-  shared parameters their learning rate is ``lr / B_problem``: a problem's own step is its
-  share of the batch's update, so how fast a problem is memorised per visit does not grow
-  with the batch (a model without shared parameters, tabular, steps its rows with ``lr``);
+  ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled) with
+  learning rate ``lr``, or with ``local_share`` ``lr / B_problem``: a problem's own step is then
+  its share of the batch's update, so how fast a problem is memorised per visit does not grow
+  with the batch (``PathScales.u_share``, ``fpar[F_ULR]``);
 * with execution noise and the memorisation path on (``us > 0``), the problem's execution
   offset ``alpha_i`` ascends ``us (1 / n) sum_{s: Y_s = 1} (k_s A(1) (1 - e_i) - (c_s - k_s) A(0) e_i)``
   (the score of the rollouts' execution outcomes), averaged like ``g_i`` and stepped with ``u_i``.
@@ -100,8 +100,8 @@ class TrainState(NamedTuple):
 
 # indices into the float hyper-parameter vector fpar: learning rate (after the LR rule, before warm-up),
 # the path scales of beta / V / U, the std epsilon, KL and entropy coefficients, Adam's beta1, beta2, eps,
-# and the weight decay
-F_LR, F_BS, F_VS, F_US, F_STD_EPS, F_KL, F_ENT, F_B1, F_B2, F_AEPS, F_WD = range(11)
+# the weight decay, and the per-problem rows' share of the learning rate (1 / B_problem or 1)
+F_LR, F_BS, F_VS, F_US, F_STD_EPS, F_KL, F_ENT, F_B1, F_B2, F_AEPS, F_WD, F_ULR = range(12)
 # indices into the integer hyper-parameter vector ipar: n (rollouts in the update), n_est (rollouts in
 # the baseline, >= n), B_problem, the advantage's code, the optimiser's code, the zero-variance filter
 # (0/1) and the warm-up steps
@@ -624,7 +624,7 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             else:
                 _adam_dense(V_f, mV_f, vV_f, gV_f, lr, b1, b2, aeps, wd, tglob, opt)
         if us > 0.0:
-            lr_u = lr / Bp if (bs > 0.0 or vs > 0.0) else lr
+            lr_u = lr * fpar[F_ULR]
             # a problem may appear twice in a batch that straddles two epochs: fold its later
             # rows into its first one, so each row gets one optimiser step per batch
             for b in range(Bp):

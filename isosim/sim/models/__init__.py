@@ -14,8 +14,8 @@ which is exactly ``p_i = sigmoid(z_i)``.
 A model is one module that declares
 
 * ``NAME``: the value of ``--model`` / ``ModelConfig.kind``;
-* ``KNOBS``: the :class:`~isosim.sim.config.ModelConfig` fields it reads (besides ``shared``
-  and ``local``, which every model reads through ``path_scales``);
+* ``KNOBS``: the :class:`~isosim.sim.config.ModelConfig` fields it reads (besides ``shared``,
+  ``local`` and ``local_share``, which every model reads through ``path_scales``);
 * ``make_world(cfg, rng)``: what all its problems share;
 * ``draw(cfg, world, rng, size) -> Problems``: fresh problems of the generator;
 * ``path_scales(cfg) -> PathScales``: how strongly ``beta``, ``V`` and ``u`` act;

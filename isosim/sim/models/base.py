@@ -75,9 +75,16 @@ class Problems:
 
 @dataclass(frozen=True)
 class PathScales:
+    """How strongly ``beta``, ``V`` and ``u`` act on the logits, and how the per-problem rows
+    learn. ``u_share``: the rows are the problem's own part of one shared network, so a visit
+    steps them with its share ``lr / B_problem`` of the batch's update (a problem is memorised
+    per visit at a speed that does not grow with the batch); otherwise with ``lr``, as
+    independent learners (the tabular model, whose rows are the whole model, always)."""
+
     beta: float
     v: float
     u: float
+    u_share: bool = False
 
 
 def execution_rates(execution: np.ndarray) -> np.ndarray:

@@ -77,7 +77,7 @@ def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> 
 
 
 def path_scales(cfg: ModelConfig) -> PathScales:
-    return PathScales(beta=cfg.shared, v=cfg.shared, u=cfg.local)
+    return PathScales(beta=cfg.shared, v=cfg.shared, u=cfg.local, u_share=cfg.local_share)
 
 
 def learn_mask(cfg: ModelConfig) -> np.ndarray:
