@@ -128,3 +128,22 @@ def test_finding_one_check_passes_only_a_rising_law_that_saturates_below_the_lar
         assert not finding_one_check({**law, **change}, ns)["passes"], change
     row = finding_one_check({"fitted": False, "n_star_top": 2, "n_star_max": 2}, ns)
     assert row == {"n_star_top": 2, "largest_n_on_frontier": False, "passes": False}
+
+
+def test_flat_curves_give_n_star_from_the_empirical_frontier():
+    """Curves that rise by less than one record-breaking bucket (0.01) leave too few points for
+    any per-n fit: n*(C) is then the n that attains the empirical frontier at each of its steps,
+    and the law is reported as not fitted, instead of the whole check failing."""
+    from isosim.study.findings import n_star_law
+
+    rows = []
+    for n, values in ((2, (0.010, 0.012, 0.013, 0.014)), (8, (0.010, 0.011, 0.016, 0.017))):
+        for j, (c, v) in enumerate(zip((100.0, 1000.0, 10000.0, 100000.0), values)):
+            rows.append({"run": f"n{n}", "n": n, "B_problem": 8, "compute": c, "avg@4": v, "step": j})
+    law = n_star_law(pd.DataFrame(rows))
+    assert not law["fitted"] and "no group could be fitted" in law["error"]
+    assert law["curves"] == {}
+    table = law["n_star"]
+    assert list(table["compute"]) == [100.0, 1000.0, 10000.0, 100000.0]
+    assert list(table["n"]) == [2, 2, 8, 8] and list(table["value"]) == [0.010, 0.012, 0.016, 0.017]
+    assert law["n_star_top"] == 8 and law["n_star_min"] == 2
