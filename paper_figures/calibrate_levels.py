@@ -48,7 +48,7 @@ METRIC = "avg@4"
 #: the structure every candidate shares (every knob not named here or in a candidate is the
 #: package default): a more peaked base policy (prior scale 8) puts the base value near the study's
 #: (a pool of 20,000 draws, no training, shows it) and execution noise Beta(8, 2) sets the ceiling
-#: of a held-out problem; a problem's own offsets step with lr / B_problem (``local_share``).
+#: of a held-out problem; a problem's own offsets step with lr / K (``local_share``).
 COMMON_MODEL = {"prior_scale": 8.0, "execution_a": 8.0, "execution_b": 2.0, "local_share": True}
 
 
@@ -59,16 +59,17 @@ def _candidate(shared: float, local: float, adam_eps: float) -> tuple[str, dict,
 
 
 #: (name, model knobs, algo knobs). The regime searched: transfer slow (a small ``shared``) and
-#: memorisation fast (a large ``local``; a problem's own step is ``local * lr / B_problem`` per
-#: visit), so that a training problem is memorised within a few visits and then, at small n,
-#: stops giving signal; Adam's eps is the gradient scale below which a step is not normalised up
-#: (how strongly the few remaining informative groups still move the shared skills).
+#: memorisation fast (a large ``local``; a problem's own step is ``local * lr / K`` per visit, K
+#: the batch's groups with signal), so that a training problem is memorised within a few visits
+#: and then, at small n, stops giving signal; Adam's eps is the gradient scale below which a step
+#: is not normalised up (how strongly the few remaining informative groups still move the shared
+#: skills).
 #: An earlier round, run when a problem's own rows stepped with the full learning rate, kept
 #: ``shared`` = 1 and ``local`` = 1 and moved the base policy, the solvers and execution noise:
 #: it reached the levels (within 0.07 RMS) but the spread over n stayed at most 0.019.
 CANDIDATES = tuple(_candidate(*k) for k in (
-    (0.03, 480, 1e-3), (0.03, 960, 1e-3), (0.06, 480, 1e-3), (0.06, 960, 1e-3),
-    (0.03, 960, 1e-2), (0.06, 480, 1e-2), (0.06, 960, 1e-2), (0.1, 960, 1e-2),
+    (0.03, 960, 1e-3), (0.06, 960, 1e-3), (0.04, 960, 1e-2), (0.06, 480, 1e-2),
+    (0.06, 960, 1e-2), (0.06, 1920, 1e-2), (0.08, 960, 1e-2), (0.06, 960, 2e-2),
 ))
 #: the knobs stage 3 moves by 25% either way (model knobs, then the algo knob)
 ROBUST_KNOBS = ("shared", "local", "execution_a", "execution_b", "prior_scale", "adam_eps")
@@ -216,7 +217,7 @@ def main() -> None:
         f"{EVALUATION_SEEDS['data_seed']}, root seed {EVALUATION_SEEDS['root_seed']}). Validation {METRIC}, "
         f"B_problem = 32, {BUDGET:.3g} rollouts. Every candidate has "
         f"{', '.join(f'{k} = {v:g}' for k, v in COMMON_MODEL.items())}; a problem's own rows (memorisation) step with "
-        "local * lr / B_problem per visit.",
+        "local * lr / K per visit (K: the batch's groups with signal).",
         "",
         f"## Stage 1: levels (world {worlds[0]}, one replicate)",
         "",

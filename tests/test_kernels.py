@@ -288,15 +288,15 @@ def _toy(D, S, r, rewards, rng, L0=None):
     return data, initial_state(D, S, r)
 
 
-def _params(lr, bs, vs, us, kl, ent, wd, n, adv, opt, u_lr=1.0):
-    fpar = np.array([lr, bs, vs, us, 1e-6, kl, ent, B1, B2, AEPS, wd, u_lr])
-    ipar = np.array([n, n, 1, adv, opt, 0, 0], dtype=np.int64)  # B_problem 1, no filter, no warm-up
+def _params(lr, bs, vs, us, kl, ent, wd, n, adv, opt, u_share=0.0, bp=1):
+    fpar = np.array([lr, bs, vs, us, 1e-6, kl, ent, B1, B2, AEPS, wd, u_share])
+    ipar = np.array([n, n, bp, adv, opt, 0, 0], dtype=np.int64)  # no filter, no warm-up
     return fpar, ipar
 
 
-@pytest.mark.parametrize("opt, wd, u_lr", [(kernels.OPT_ADAM, 0.0, 1.0), (kernels.OPT_ADAMW, 0.1, 1.0),
-                                            (kernels.OPT_ADAM, 0.0, 0.25)])
-def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd, u_lr):
+@pytest.mark.parametrize("opt, wd, u_share", [(kernels.OPT_ADAM, 0.0, 0.0), (kernels.OPT_ADAMW, 0.1, 0.0),
+                                               (kernels.OPT_ADAM, 0.0, 1.0)])
+def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd, u_share):
     """The kernel's claim: ``u`` rows use lazy Adam, a row's moments, step count and (AdamW)
     decay move only when its problem is in the batch. With every reward 0 the advantages vanish
     and the only gradient is the entropy bonus, a deterministic function of the sampled row's
@@ -305,13 +305,14 @@ def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd, u_lr):
     gradient for rows not in the batch, global step count). The kernel and its twin equal lazy
     Adam to float precision and differ from dense Adam by far more than float noise (one
     problem per step, 3 problems, 9 steps: each row sits out the steps in between). The rows'
-    learning rate is ``lr`` times their share ``fpar[F_ULR]`` (1 / B_problem in a model with
-    shared parameters)."""
+    learning rate is ``lr``, or with ``fpar[F_USHARE]`` on ``lr / K``, K the batch's informative
+    groups (here every reward is 0, so K = 0 and the share is the whole ``lr``: the rule's other
+    cases are checked against the twin)."""
     import copy
 
     D, S, lr, ent = 3, 5, 0.05, 0.5
     data, st = _toy(D, S, 0, np.zeros((D, S)), np.random.default_rng(20))
-    fpar, ipar = _params(lr, 0.0, 0.0, 1.0, 0.0, ent, wd, 4, kernels.ADV_GRPO, opt, u_lr)
+    fpar, ipar = _params(lr, 0.0, 0.0, 1.0, 0.0, ent, wd, 4, kernels.ADV_GRPO, opt, u_share)
     tw, rng = copy.deepcopy(st), np.random.default_rng(21)
     tw_rng = copy.deepcopy(rng)
     lazy = {"U": np.zeros((D, S)), "m": np.zeros((D, S)), "v": np.zeros((D, S)), "t": np.zeros(D, int)}
@@ -325,11 +326,10 @@ def test_offset_rows_use_lazy_adam_not_dense_adam(opt, wd, u_lr):
         g = _entropy_ascent_grad(data.base_logits[i] + lazy["U"][i], ent)
         lazy["t"][i] += 1
         lazy["U"][i], lazy["m"][i], lazy["v"][i] = _adam_ascent(lazy["U"][i], lazy["m"][i], lazy["v"][i], g,
-                                                               lazy["t"][i], lr * u_lr, wd, opt)
+                                                               lazy["t"][i], lr, wd, opt)
         gd = np.zeros((D, S))
         gd[i] = _entropy_ascent_grad(data.base_logits[i] + dense["U"][i], ent)
-        dense["U"], dense["m"], dense["v"] = _adam_ascent(dense["U"], dense["m"], dense["v"], gd, t + 1, lr * u_lr, wd,
-                                                          opt)
+        dense["U"], dense["m"], dense["v"] = _adam_ascent(dense["U"], dense["m"], dense["v"], gd, t + 1, lr, wd, opt)
         for j in set(range(D)) - {i}:  # rows outside the batch: bit for bit untouched
             sat_out += before.t_U[j] > 0
             for key in ("U", "m_U", "v_U", "t_U"):
@@ -440,16 +440,41 @@ def test_python_path_with_jit_disabled_gives_the_same_trace(small_cfg, tmp_path,
     np.testing.assert_allclose(py["value"].values, jit["value"].values, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("model, share", [({"kind": "strategies"}, 1.0), ({"kind": "features"}, 1.0),
-                                          ({"kind": "strategies", "local_share": True}, 1 / 32),
-                                          ({"kind": "features", "local_share": True}, 1 / 32),
-                                          ({"kind": "tabular", "local_share": True}, 1.0)])
-def test_offset_rows_learn_at_their_share_of_the_batch(model, share):
-    """With ``local_share`` a problem's own rows step with ``lr / B_problem`` (its share of the
-    batch's update), without it with ``lr``; the tabular model's rows are the whole model and
-    always step with ``lr``."""
+@pytest.mark.parametrize("model, share", [({"kind": "strategies"}, 0.0), ({"kind": "features"}, 0.0),
+                                          ({"kind": "strategies", "local_share": True}, 1.0),
+                                          ({"kind": "features", "local_share": True}, 1.0),
+                                          ({"kind": "tabular", "local_share": True}, 0.0)])
+def test_local_share_reaches_the_kernel_except_for_tabular(model, share):
+    """``local_share`` turns the share rule on for the models with shared parameters; the tabular
+    model's rows are the whole model and always step with ``lr``."""
     from isosim.sim.run import kernel_params
 
     cfg = SimConfig().replace(model=model, allocation={"n": 8, "b_problem": 32, "budget": 1e5})
-    fpar, _ = kernel_params(cfg)
-    assert fpar[kernels.F_ULR] == pytest.approx(share)
+    assert kernel_params(cfg)[0][kernels.F_USHARE] == share
+
+
+@pytest.mark.parametrize("u_share", [0.0, 1.0])
+def test_offset_rows_step_with_their_share_of_the_informative_groups(u_share):
+    """One Adam step from zero moves each coordinate with a nonzero gradient by its learning
+    rate (``m_hat / sqrt(v_hat) = g / |g|``, up to eps). With the share rule, an informative
+    problem's row moves by ``lr / K`` (K the step's informative groups, read off the zero-variance
+    counter), without it by ``lr``; the twin agrees. Six problems with two response types: three
+    where both are correct (every group agrees, no signal) and three where one is."""
+    import copy
+
+    D, S, lr = 6, 2, 0.05
+    rewards = np.array([[1.0, 1.0]] * 3 + [[1.0, 0.0]] * 3)
+    data, st = _toy(D, S, 0, rewards, np.random.default_rng(3), L0=np.zeros((D, S)))
+    fpar, ipar = _params(lr, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 8, kernels.ADV_GRPO, kernels.OPT_ADAM, u_share, bp=D)
+    tw, rng = copy.deepcopy(st), np.random.default_rng(4)
+    tw_rng = copy.deepcopy(rng)
+    kernels.train_steps(rng, data, st, fpar, ipar, 0, 1)
+    numpy_twin.train_steps(tw_rng, data, tw, fpar, ipar, 0, 1)
+    k = D - int(st.counters[kernels.C_ZERO_VAR])
+    assert 1 <= k <= 3
+    moved = np.abs(st.U).max(axis=1)
+    assert np.all(moved[:3] == 0.0)  # no signal, no step (the first visit has no momentum)
+    informative = moved[3:] > 0
+    assert informative.sum() == k
+    np.testing.assert_allclose(moved[3:][informative], lr / k if u_share else lr, rtol=1e-6)
+    np.testing.assert_allclose(tw.U, st.U, rtol=1e-12, atol=1e-15)

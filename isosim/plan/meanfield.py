@@ -335,7 +335,7 @@ class _Arrays:
     bs: float
     vs: float
     us: float
-    u_share: bool  # the per-problem rows step with lr / B_problem (PathScales.u_share)
+    u_share: bool  # the per-problem rows step with lr / K, K the informative groups (PathScales.u_share)
 
 
 def _arrays(config: SimConfig, pop: Population, max_train: int | None, seed: int) -> _Arrays:
@@ -375,8 +375,8 @@ class _Integrator:
         a, al = config.algo, config.allocation
         self.A, self.algo = A, a
         self.n, self.bp, self.d_full = al.n, al.b_problem, d_full
-        #: the per-problem rows' share of the learning rate (``PathScales.u_share``)
-        self.u_share = 1.0 / self.bp if A.u_share else 1.0
+        #: the per-problem rows' share of the learning rate (:meth:`row_share`; 1 without ``u_share``)
+        self.u_share = 1.0
         self.lr = a.lr_at(al.n * al.b_problem)
         S, r = A.L0.shape[1], A.Z.shape[1]
         shapes = {"beta": (S,), "V": (r, S)}
@@ -442,6 +442,8 @@ class _Integrator:
         D, S = pi.shape
         r = A.Z.shape[1]
         q, self.active, c = self.filter_factors(p)
+        if A.u_share:
+            self.u_share = self.row_share(p)
         red_s, red_v = np.empty((3, S)), np.empty((3, r, S))
         reg_s, reg_v = np.zeros((3, S)), np.zeros((3, r, S))
         if self.ref is not None or "U" in self.blocks:
@@ -483,6 +485,17 @@ class _Integrator:
                                   A.us**2 * x1 * (1.0 - 2.0 * e) / self.bp)
         return out
 
+    def row_share(self, p: np.ndarray) -> float:
+        """``E[1 / K]`` for a visit that moves its row: with ``local_share`` the kernel steps a
+        problem's own rows with ``lr / K``, K the batch's informative groups. A row moves when its
+        own group is informative, so ``K = 1 + K'`` with ``K' ~ Bin(B_problem - 1, q)`` the other
+        slots (``q = mean_i 1 - p_i^n - (1 - p_i)^n``, as in :meth:`filter_factors`), and
+        ``E[1 / (1 + K')] = (1 - (1 - q)^B_problem) / (B_problem q)``."""
+        q = float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n))
+        if q <= 1e-12:
+            return 1.0
+        return float((1.0 - (1.0 - min(q, 1.0)) ** self.bp) / (self.bp * q))
+
     def filter_factors(self, p: np.ndarray) -> tuple[float, float, float]:
         """``(q, P, c)`` of the zero-variance filter: the informative share of the groups in a
         step that updates, the probability that a step updates at all, and
@@ -518,7 +531,7 @@ class _Integrator:
         rate ``r = max(0, -dE[G]/dx) / (sqrt(v_hat) + eps)``. A block moves in a share
         ``per`` of the steps: P, the share of steps that update (:meth:`filter_factors`),
         times B_problem / D for the per-problem offsets ``U`` (they move only when their
-        problem is drawn); those step with ``lr * u_share``.
+        problem is drawn); those step with ``lr * u_share`` (:meth:`row_share`).
         """
         a, b = self.algo, self.blocks[name]
         local = name in ("U", "alpha")

@@ -112,7 +112,8 @@ class ModelConfig:
     probability ``q_s ~ Beta(generality_a, generality_b)``, and a rollout of a correct
     strategy succeeds with the problem's execution rate ``e_i ~ Beta(execution_a,
     execution_b)`` (``execution_a = 0``: always), which only ``local`` (memorisation) raises;
-    ``local_share`` steps the per-problem offsets with ``lr / B_problem`` instead of ``lr``.
+    ``local_share`` steps the per-problem offsets with ``lr / K`` (K: the batch's groups with
+    signal) instead of ``lr``.
     features:   ``z_i = b_i + shared * phi_i . w + local * u_i``,
     ``phi_i = sqrt(common) c + sqrt(1 - common) e_i`` in ``dim`` dimensions.
     tabular:    ``z_i = b_i + u_i`` (independent problems, no interference).
@@ -139,8 +140,8 @@ class ModelConfig:
     shared: float = 1.0  # scale of the shared (transferring, interfering) parameters
     local: float = 0.0  # scale of the per-problem offsets and execution offsets (memorise, do not transfer)
     # how a visit steps a problem's own offsets: False, with the full learning rate (an independent
-    # learner per problem); True, with its share lr / B_problem of the batch's update (parts of one
-    # network trained on the batch: memorising per visit does not speed up with the batch)
+    # learner per problem); True, with its share lr / K of the batch's update, K the groups with
+    # signal (parts of one network trained on the batch, whose step the optimiser normalises)
     local_share: bool = False
 
     def validate(self) -> None:

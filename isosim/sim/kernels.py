@@ -25,9 +25,10 @@ One step, for each of the B_problem problems of the batch:
   rule visits only those;
 * chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step;
   ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled) with
-  learning rate ``lr``, or with ``local_share`` ``lr / B_problem``: a problem's own step is then
-  its share of the batch's update, so how fast a problem is memorised per visit does not grow
-  with the batch (``PathScales.u_share``, ``fpar[F_ULR]``);
+  learning rate ``lr``, or with ``local_share`` ``lr / K``, K the batch's informative groups
+  (at least 1): a problem's own step is then its share of the batch's normalised update, which
+  only the groups with signal make, so memorising per visit does not speed up with the batch
+  and does speed up when few groups carry signal (``PathScales.u_share``, ``fpar[F_USHARE]``);
 * with execution noise and the memorisation path on (``us > 0``), the problem's execution
   offset ``alpha_i`` ascends ``us (1 / n) sum_{s: Y_s = 1} (k_s A(1) (1 - e_i) - (c_s - k_s) A(0) e_i)``
   (the score of the rollouts' execution outcomes), averaged like ``g_i`` and stepped with ``u_i``.
@@ -100,8 +101,9 @@ class TrainState(NamedTuple):
 
 # indices into the float hyper-parameter vector fpar: learning rate (after the LR rule, before warm-up),
 # the path scales of beta / V / U, the std epsilon, KL and entropy coefficients, Adam's beta1, beta2, eps,
-# the weight decay, and the per-problem rows' share of the learning rate (1 / B_problem or 1)
-F_LR, F_BS, F_VS, F_US, F_STD_EPS, F_KL, F_ENT, F_B1, F_B2, F_AEPS, F_WD, F_ULR = range(12)
+# the weight decay, and whether the per-problem rows step with their share of the batch's update (1.0)
+# or with the whole learning rate (0.0)
+F_LR, F_BS, F_VS, F_US, F_STD_EPS, F_KL, F_ENT, F_B1, F_B2, F_AEPS, F_WD, F_USHARE = range(12)
 # indices into the integer hyper-parameter vector ipar: n (rollouts in the update), n_est (rollouts in
 # the baseline, >= n), B_problem, the advantage's code, the optimiser's code, the zero-variance filter
 # (0/1) and the warm-up steps
@@ -624,7 +626,7 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             else:
                 _adam_dense(V_f, mV_f, vV_f, gV_f, lr, b1, b2, aeps, wd, tglob, opt)
         if us > 0.0:
-            lr_u = lr * fpar[F_ULR]
+            lr_u = lr / max(informative, 1) if fpar[F_USHARE] > 0.0 else lr
             # a problem may appear twice in a batch that straddles two epochs: fold its later
             # rows into its first one, so each row gets one optimiser step per batch
             for b in range(Bp):

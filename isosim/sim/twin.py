@@ -23,8 +23,8 @@ from .kernels import (
     F_KL,
     F_LR,
     F_STD_EPS,
-    F_ULR,
     F_US,
+    F_USHARE,
     F_VS,
     F_WD,
     I_ADV,
@@ -193,7 +193,7 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
             else:
                 _adam(V, m_V, v_V, gv, lr, b1, b2, aeps, wd, tglob, opt)
         if us > 0:
-            lr_u = lr * fpar[F_ULR]
+            lr_u = lr / max(int((~zero_var).sum()), 1) if fpar[F_USHARE] > 0 else lr
             rows, inv = np.unique(idx, return_inverse=True)
             gu = np.zeros((len(rows), S))
             np.add.at(gu, inv, G)

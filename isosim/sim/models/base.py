@@ -77,9 +77,11 @@ class Problems:
 class PathScales:
     """How strongly ``beta``, ``V`` and ``u`` act on the logits, and how the per-problem rows
     learn. ``u_share``: the rows are the problem's own part of one shared network, so a visit
-    steps them with its share ``lr / B_problem`` of the batch's update (a problem is memorised
-    per visit at a speed that does not grow with the batch); otherwise with ``lr``, as
-    independent learners (the tabular model, whose rows are the whole model, always)."""
+    steps them with its share ``lr / K`` of the batch's update, K the batch's groups with signal
+    (the optimiser normalises the step those groups make: a problem is memorised per visit at a
+    speed that does not grow with the batch, and faster when few groups carry signal); otherwise
+    with ``lr``, as independent learners (the tabular model, whose rows are the whole model,
+    always)."""
 
     beta: float
     v: float
