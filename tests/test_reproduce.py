@@ -55,3 +55,44 @@ def test_reproduce_json_reports_levels_per_n(quick_reproduction):
             assert r["best_value"] == pytest.approx(best.mean(), rel=1e-12)
             assert r["se"] == pytest.approx(best.std(ddof=1) / np.sqrt(len(best)), rel=1e-9)
             assert r["best_value"] > res[preset]["base_value"]  # every n learns something
+
+
+def test_model_config_is_the_base_of_every_finding_sweep():
+    """``isosim reproduce --model-config``: inside :func:`based_on` every finding sweep starts from
+    the config's model and algorithm; the ablations that turn the shared path off or down keep
+    the model's own per-problem offsets and scale its shared path; outside, the sweeps are the
+    defaults' (the same ids and configs as the registry's)."""
+    from isosim import SimConfig
+    from isosim.study.findings import based_on, sweep_specs
+    from isosim.study.registry import get_spec
+
+    default = sweep_specs("quick")
+    cfg = SimConfig().replace(model={"shared": 0.06, "local": 960.0, "local_share": True, "prior_scale": 8.0},
+                              algo={"adam_eps": 1e-2}, population={"preset": "hard", "train_size": 50})
+    with based_on(cfg):
+        specs = sweep_specs("quick")
+    assert sweep_specs("quick") == default and get_spec("f-easy-quick") == default["easy"]
+    assert set(specs) == set(default)
+    for name, spec in specs.items():
+        assert spec.id == default[name].id
+        assert spec.base.algo.adam_eps == 1e-2 and spec.base.model.local_share
+        assert spec.base.population.train_size == default[name].base.population.train_size  # population untouched
+    assert specs["easy"].base.model == cfg.model
+    assert specs["dose-0.5"].base.model.shared == 0.03 and specs["dose-0.5"].base.model.local == 960.0
+    assert default["dose-0.5"].base.model.shared == 0.5 and default["dose-0.5"].base.model.local == 1.0
+    assert specs["dose-0"].base.model.shared == 0.0
+
+
+def test_reproduce_refuses_a_bad_model_config_before_writing(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model]\nshared = -1\n")
+    for arg in (str(tmp_path / "missing.toml"), str(bad)):
+        r = subprocess.run([sys.executable, "-m", "isosim", "reproduce", "--quick", "--out", str(out),
+                            "--model-config", arg], capture_output=True, text=True)
+        assert r.returncode == 2 and r.stdout == ""
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not out.exists()

@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="no progress bar (by default a bar shows on stderr when it is a terminal; --json turns it off)")
     add_executor_options(p)
     p.add_argument("--n-boot", type=nonnegative_int, help="bootstrap resamples for the CIs (default 200, quick 50)")
+    p.add_argument("--model-config", metavar="FILE",
+                   help="run every sweep with the [model] and [algo] of this config (TOML, as `isosim simulate "
+                        "--config` and `isosim calibrate` write it) instead of the defaults; use another --out")
     p.set_defaults(func=run)
 
 
@@ -27,8 +30,14 @@ def run(args: argparse.Namespace) -> int:
     from ..experiments.progress import quiet_flag
     from ..study.reproduce import report, run_reproduce
 
+    model_config = None
+    if args.model_config is not None:
+        from ..calibrate.config_file import read_model_config
+
+        model_config = read_model_config(args.model_config).config
     results = run_reproduce(args.out, quick=args.quick, workers=args.workers, backend=args.backend,
-                            address=args.address, progress=quiet_flag(args.json or args.quiet), n_boot=args.n_boot)
+                            address=args.address, progress=quiet_flag(args.json or args.quiet), n_boot=args.n_boot,
+                            model_config=model_config)
     if args.json:
         print_json(results.to_json())
         return 0

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from ..experiments.sweep import SweepSpec
-from .findings import Results, check_findings, fit_n_star, sweep_specs
+from ..sim.config import SimConfig
+from .findings import Results, based_on, check_findings, fit_n_star, sweep_specs
 
 #: the study's Q1 fits at B_problem = 32 (PAPER_NOTES), read off its figures
 STUDY_Q1 = {
@@ -74,23 +75,32 @@ def analyse(preset: str, spec: SweepSpec, ev, n_boot: int, seed: int = 0) -> Pre
 class Reproduction:
     presets: dict[str, PresetResult]
     findings: list[dict]
+    #: the ``[model]`` and ``[algo]`` every sweep started from, when not the defaults
+    base: dict | None = None
 
     def to_json(self) -> dict:
-        return {**{p: r.to_json() for p, r in self.presets.items()}, "findings": self.findings}
+        out = {**{p: r.to_json() for p, r in self.presets.items()}, "findings": self.findings}
+        return out if self.base is None else {**out, "model_config": self.base}
 
 
 def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = None, backend: str = "local",
-                  address: str | None = None, progress: bool | None = None, n_boot: int | None = None) -> Reproduction:
+                  address: str | None = None, progress: bool | None = None, n_boot: int | None = None,
+                  model_config: SimConfig | None = None) -> Reproduction:
     """Every finding sweep (resumable, under ``out/findings``), the Q1 analysis of easy and
-    hard with bootstrap CIs, the twelve finding checks, and the Q1 figures."""
+    hard with bootstrap CIs, the twelve finding checks, and the Q1 figures. ``model_config``:
+    every sweep starts from its ``[model]`` and ``[algo]`` instead of the defaults
+    (:func:`isosim.study.findings.based_on`)."""
     out = Path(out)
     n_boot = (50 if quick else 200) if n_boot is None else n_boot
-    results = Results(out / "findings", "quick" if quick else "full", progress=progress, workers=workers,
-                      backend=backend, address=address)
-    results.ensure()
-    presets = {p: analyse(p, results.specs[p], results.evals(p), n_boot) for p in ("easy", "hard")}
-    write_figures(presets, out / "figures")
-    return Reproduction(presets, check_findings(results))
+    with based_on(model_config):
+        results = Results(out / "findings", "quick" if quick else "full", progress=progress, workers=workers,
+                          backend=backend, address=address)
+        results.ensure()
+        presets = {p: analyse(p, results.specs[p], results.evals(p), n_boot) for p in ("easy", "hard")}
+        write_figures(presets, out / "figures")
+        base = None if model_config is None else {"model": model_config.to_dict()["model"],
+                                                  "algo": model_config.to_dict()["algo"]}
+        return Reproduction(presets, check_findings(results), base)
 
 
 def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
@@ -115,6 +125,11 @@ def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
 
 def report(rep: Reproduction) -> str:
     lines = []
+    if rep.base is not None:
+        changed = {f"{section}.{k}": v for section in ("model", "algo")
+                   for k, v in rep.base[section].items() if getattr(getattr(SimConfig(), section), k) != v}
+        lines.append("== every sweep from the given model config: "
+                     + (", ".join(f"{k} = {v}" for k, v in changed.items()) or "the defaults") + " ==")
     for preset, res in rep.presets.items():
         s = res.spec
         lines.append(f"== {preset} (spec {s.id}: B_problem = {s.b_problem[0]}, n = {s.n[0]}..{s.n[-1]}, "

@@ -31,6 +31,7 @@ from ._common import (  # noqa: F401
     _final_se,
     _public,
     _series,
+    based_on,
     final_by,
     finding_one_check,
     fit_n_star,
@@ -44,7 +45,8 @@ from .fixed_batch import fixed_batch_trend
 from .histograms import HIST_BINS, histogram_at
 
 __all__ = ["CALIBRATION_SEEDS", "DOSES", "EVALUATION_SEEDS", "FAILS", "FINDINGS", "Finding", "HIST_BINS", "HOLDS",
-           "INCONCLUSIVE", "METRIC", "N_BOOT", "Results", "SCALES", "Scale", "VERDICTS", "check_findings", "decide",
+           "INCONCLUSIVE", "METRIC", "N_BOOT", "Results", "SCALES", "Scale", "VERDICTS", "based_on", "check_findings",
+           "decide",
            "final_by", "finding_one_check", "fit_n_star", "fixed_batch_trend", "get_finding", "histogram_at", "last_evaluations",
            "n_star_law", "n_star_table", "sweep_specs"]
 

@@ -3,9 +3,11 @@ read, :class:`Results` (stored sweep results by name) and small analysis helpers
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -72,9 +74,31 @@ class Finding:
 
 # --- sweeps (plain data) -----------------------------------------------------------------------
 
+#: the model and algorithm every finding sweep starts from (``isosim reproduce --model-config``);
+#: None: the package defaults
+_BASE: ContextVar[SimConfig | None] = ContextVar("isosim_findings_base", default=None)
+
+
+@contextmanager
+def based_on(config: SimConfig | None) -> Iterator[None]:
+    """Build the finding sweeps from ``config``'s ``[model]`` and ``[algo]`` (its population and
+    allocation are not used) while the block runs; ``None``: from the defaults."""
+    token = _BASE.set(None if config is None else SimConfig(model=config.model, algo=config.algo))
+    try:
+        yield
+    finally:
+        _BASE.reset(token)
+
+
 def base(preset: str = "easy", **sections: dict) -> SimConfig:
-    cfg = SimConfig().replace(population={"preset": preset})
+    cfg = (_BASE.get() or SimConfig()).replace(population={"preset": preset})
     return cfg.replace(**sections) if sections else cfg
+
+
+def own_offsets() -> float:
+    """The scale of the per-problem offsets in the ablations that switch the shared path off or
+    down: the base model's own (``local``), or 1 when it has none."""
+    return (_BASE.get() or SimConfig()).model.local or 1.0
 
 
 def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None, seeds=None) -> SweepSpec:
@@ -94,9 +118,11 @@ def hard(sc: Scale) -> SweepSpec:
     return q1("hard", base("hard"), sc)
 
 
-def dose(sc: Scale, shared: float) -> SweepSpec:
-    """Q1 on easy with the shared path scaled by ``shared`` beside per-problem offsets (local = 1)."""
-    return q1(f"dose-{shared:g}", base("easy", model={"shared": shared, "local": 1.0}), sc)
+def dose(sc: Scale, share: float) -> SweepSpec:
+    """Q1 on easy with the shared path at ``share`` times the base model's scale, beside
+    per-problem offsets (:func:`own_offsets`: local = 1 for the default model)."""
+    shared = share * (_BASE.get() or SimConfig()).model.shared
+    return q1(f"dose-{share:g}", base("easy", model={"shared": shared, "local": own_offsets()}), sc)
 
 
 # --- reading results ---------------------------------------------------------------------------

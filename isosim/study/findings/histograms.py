@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._common import Finding, Results, Scale, _series, base, last_evaluations, q1
+from ._common import Finding, Results, Scale, _series, base, last_evaluations, own_offsets, q1
 
 HIST_BINS = 10
 
@@ -13,7 +13,7 @@ def sweeps(sc: Scale) -> dict:
         "hist-hard": q1("hist-hard", base("hard", eval={"hist_bins": HIST_BINS}), sc, n=(4, 32, 256),
                         seeds=sc.seeds_many),
         "hist-hard-no-interference": q1(
-            "hist-hard-local", base("hard", model={"shared": 0.0, "local": 1.0}, eval={"hist_bins": HIST_BINS}),
+            "hist-hard-local", base("hard", model={"shared": 0.0, "local": own_offsets()}, eval={"hist_bins": HIST_BINS}),
             sc, n=(4, 32, 256), seeds=sc.seeds_many),
     }
 
