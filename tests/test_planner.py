@@ -61,7 +61,8 @@ def test_json_shape_and_constraints(rates, capsys):
     conf = out["confidence"]
     measured = ranking.ranking_error("avg@4", "strategies")
     assert set(conf) == {"level", "gap", "threshold", "regret_p90", "regret_mean", "hit_rate", "noise", "cases",
-                         "model"}
+                         "model", "measured_on_these_knobs"}
+    assert conf["measured_on_these_knobs"] is True
     assert (conf["regret_p90"], conf["noise"], conf["cases"]) == (measured.regret_p90, measured.noise, measured.cases)
     assert conf["threshold"] == max(conf["regret_p90"], conf["noise"]) and conf["model"] == "strategies"
     assert conf["gap"] == pytest.approx(best - out["alternatives"][0]["predicted"]["avg@4"])
@@ -223,3 +224,15 @@ def test_shipped_ranking_error_file():
     assert p.confidence == ranking.confidence_level(p.gap, p.error)
     assert f"{measured['regret_p90']:.4f} in 90%" in p.reasoning()
     assert f"over {measured['cases']} planning cases of the strategies model" in p.reasoning()
+
+
+def test_a_plan_with_other_knobs_says_the_ranking_error_was_measured_on_the_defaults(rates, tmp_path, capsys):
+    """The shipped ranking error was measured with the default knobs; a plan on another model
+    config (no ensemble) still quotes it, and says so."""
+    cfg = tmp_path / "model.toml"
+    cfg.write_text("[model]\nshared = 0.5\n")
+    args = ["--pass-rates", str(rates), "--budget", "2e4", "--b-max", "256", "--json"]
+    assert _run([*args, "--model-config", str(cfg)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["confidence"]["measured_on_these_knobs"] is False
+    assert "with its default knobs (this plan uses others" in out["reasoning"]

@@ -22,7 +22,7 @@ budget at the chosen B_problem, and the share of members that pick the chosen n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -136,6 +136,9 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     model: str = "strategies"
     ensemble: EnsembleAgreement | None = None
+    #: whether the plan's model and algorithm are the package defaults, on which the ranking
+    #: error was measured (another model's plan gets the measurement with that caveat)
+    default_knobs: bool = True
 
     @property
     def best(self) -> Candidate:
@@ -188,7 +191,8 @@ class Plan:
             r = self.ranking_error
             tie = (f" The runner-up (n = {runner.n}, B_problem = {runner.b_problem}) is predicted "
                    f"{self.gap:+.4f} behind. Measured against the simulator over {r.cases} planning cases"
-                   f"{'' if r.model == 'all' else f' of the {r.model} model'}, "
+                   f"{'' if r.model == 'all' else f' of the {r.model} model'}"
+                   f"{'' if self.default_knobs else ' with its default knobs (this plan uses others, so it may not carry over)'}, "
                    f"the mean field's first choice was the best simulated allocation in {r.hit_rate:.0%} of "
                    f"them and fell short of it by {r.regret_mean:.4f} {r.family}@k on average, by at most "
                    f"{r.regret_p90:.4f} in 90% (measurement noise {r.noise:.4f}): {self.confidence} confidence"
@@ -208,7 +212,7 @@ class Plan:
     def _measured(self) -> dict:
         r = self.ranking_error
         return {"regret_p90": r.regret_p90, "regret_mean": r.regret_mean, "hit_rate": r.hit_rate, "noise": r.noise,
-                "cases": r.cases, "model": r.model}
+                "cases": r.cases, "model": r.model, "measured_on_these_knobs": self.default_knobs}
 
     def to_json(self) -> dict:
         b = self.best
@@ -356,7 +360,8 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
         if todo:
             runs.update(_by_allocation(predict(base, todo, budget, pop, **opts)))
         curves = pd.concat([runs[a] for a in dict.fromkeys([*stage1, *stage2])], ignore_index=True)
-        out[metric] = _plan_of(curves, values, metric, shown, budget, b_max, base.model.kind)
+        out[metric] = replace(_plan_of(curves, values, metric, shown, budget, b_max, base.model.kind),
+                              default_knobs=base.model == ModelConfig(kind=base.model.kind) and base.algo == AlgoConfig())
         if ensemble:
             out[metric] = ensemble_agreement(out[metric], runs, values, ensemble, base, pop, b_max, seed)
         if verify:
