@@ -485,13 +485,18 @@ class _Integrator:
                                   A.us**2 * x1 * (1.0 - 2.0 * e) / self.bp)
         return out
 
+    def informative_share(self, p: np.ndarray) -> float:
+        """``q = mean_i 1 - p_i^n - (1 - p_i)^n``: the chance that a batch slot's group carries
+        signal (not all of its n rollouts agree)."""
+        return float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n))
+
     def row_share(self, p: np.ndarray) -> float:
         """``E[1 / K]`` for a visit that moves its row: with ``local_share`` the kernel steps a
         problem's own rows with ``lr / K``, K the batch's informative groups. A row moves when its
         own group is informative, so ``K = 1 + K'`` with ``K' ~ Bin(B_problem - 1, q)`` the other
-        slots (``q = mean_i 1 - p_i^n - (1 - p_i)^n``, as in :meth:`filter_factors`), and
-        ``E[1 / (1 + K')] = (1 - (1 - q)^B_problem) / (B_problem q)``."""
-        q = float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n))
+        slots (:meth:`informative_share`), and
+        ``E[1 / (1 + K')] = (1 - (1 - q)^B_problem) / (B_problem q)`` (as in :meth:`filter_factors`)."""
+        q = self.informative_share(p)
         if q <= 1e-12:
             return 1.0
         return float((1.0 - (1.0 - min(q, 1.0)) ** self.bp) / (self.bp * q))
@@ -515,7 +520,7 @@ class _Integrator:
         """
         if not self.algo.zero_var_filter:
             return 1.0, 1.0, 1.0
-        q = float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n))
+        q = self.informative_share(p)
         if q <= 0.0:
             return 1.0, 0.0, 1.0
         k = np.arange(1, self.bp + 1)

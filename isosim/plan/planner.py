@@ -376,8 +376,6 @@ def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: 
     <= B_max``, within the budget) at the chosen B_problem, to the budget; its n* at the budget
     and on the plan's grid (held past a run's last step, ties to the smaller n). ``runs``:
     curves of ``base`` already computed, by allocation."""
-    from dataclasses import replace
-
     bp = p.best.b_problem
     allocs = [(n, bp) for n in _powers(2, min(MAX_N, b_max // bp, int(p.budget // bp)))]
     grid = p.n_star_curve["compute"].to_numpy(float)
@@ -425,8 +423,6 @@ def _grid(curves: pd.DataFrame, budget: float) -> np.ndarray:
 
 def _verify(p: Plan, base: SimConfig, pop: Population, seeds: int, seed: int) -> Plan:
     """Simulate the top three candidates with ``seeds`` seeds; does the mean-field order hold?"""
-    from dataclasses import replace
-
     sims = [float(np.mean([r[p.metric] for r in simulate_candidate(base, pop, c.n, c.b_problem, p.budget, seeds,
                                                                    seed)])) for c in p.ranked[:3]]
     holds = int(np.argmax(sims)) == 0

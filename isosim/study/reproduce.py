@@ -98,8 +98,8 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
         results.ensure()
         presets = {p: analyse(p, results.specs[p], results.evals(p), n_boot) for p in ("easy", "hard")}
         write_figures(presets, out / "figures")
-        base = None if model_config is None else {"model": model_config.to_dict()["model"],
-                                                  "algo": model_config.to_dict()["algo"]}
+        plain = None if model_config is None else model_config.to_dict()
+        base = None if plain is None else {"model": plain["model"], "algo": plain["algo"]}
         return Reproduction(presets, check_findings(results), base)
 
 

@@ -46,8 +46,7 @@ from .histograms import HIST_BINS, histogram_at
 
 __all__ = ["CALIBRATION_SEEDS", "DOSES", "EVALUATION_SEEDS", "FAILS", "FINDINGS", "Finding", "HIST_BINS", "HOLDS",
            "INCONCLUSIVE", "METRIC", "N_BOOT", "Results", "SCALES", "Scale", "VERDICTS", "based_on", "check_findings",
-           "decide",
-           "final_by", "finding_one_check", "fit_n_star", "fixed_batch_trend", "get_finding", "histogram_at", "last_evaluations",
+           "decide", "final_by", "finding_one_check", "fit_n_star", "fixed_batch_trend", "get_finding", "histogram_at", "last_evaluations",
            "n_star_law", "n_star_table", "sweep_specs"]
 
 #: the registry: one module per finding, in the study's order (each defines ``FINDING``)

@@ -90,15 +90,20 @@ def based_on(config: SimConfig | None) -> Iterator[None]:
         _BASE.reset(token)
 
 
+def _base_config() -> SimConfig:
+    """The config the finding sweeps start from: :func:`based_on`'s, or the defaults."""
+    return _BASE.get() or SimConfig()
+
+
 def base(preset: str = "easy", **sections: dict) -> SimConfig:
-    cfg = (_BASE.get() or SimConfig()).replace(population={"preset": preset})
+    cfg = _base_config().replace(population={"preset": preset})
     return cfg.replace(**sections) if sections else cfg
 
 
 def own_offsets() -> float:
     """The scale of the per-problem offsets in the ablations that switch the shared path off or
     down: the base model's own (``local``), or 1 when it has none."""
-    return (_BASE.get() or SimConfig()).model.local or 1.0
+    return _base_config().model.local or 1.0
 
 
 def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None, seeds=None) -> SweepSpec:
@@ -121,7 +126,7 @@ def hard(sc: Scale) -> SweepSpec:
 def dose(sc: Scale, share: float) -> SweepSpec:
     """Q1 on easy with the shared path at ``share`` times the base model's scale, beside
     per-problem offsets (:func:`own_offsets`: local = 1 for the default model)."""
-    shared = share * (_BASE.get() or SimConfig()).model.shared
+    shared = share * _base_config().model.shared
     return q1(f"dose-{share:g}", base("easy", model={"shared": shared, "local": own_offsets()}), sc)
 
 
