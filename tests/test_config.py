@@ -60,6 +60,16 @@ def test_unknown_keys_are_rejected():
         SimConfig.from_toml("[allocation\nn = 3")
 
 
+@pytest.mark.parametrize("text", ['[algo]\nzero_var_filter = "false"\n', "[model]\nlocal_share = 3\n",
+                                  '[model]\nlocal_share = "no"\n'])
+def test_switches_take_only_true_or_false(text):
+    """A boolean field read from a file is true or false, nothing that Python would call truthy
+    (``bool("false")`` is True)."""
+    with pytest.raises(IsosimInputError, match="must be true or false"):
+        SimConfig.from_toml(text)
+    assert SimConfig.from_toml("[model]\nlocal_share = true\n").model.local_share is True
+
+
 def test_budget_gives_floor_steps_and_decoupled_baseline_costs_more():
     a = Allocation(n=16, b_problem=32, budget=10_000.0)
     assert a.resolved_steps(AlgoConfig()) == 10_000 // 512

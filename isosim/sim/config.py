@@ -374,7 +374,8 @@ def _build(cls: type, data: dict[str, Any], section: str) -> Any:
             else:
                 value = tuple(int(v) for v in value)
         elif isinstance(default, bool):
-            value = bool(value)
+            if not isinstance(value, bool):  # bool("false") is True: only true / false
+                raise IsosimInputError(f"[{section}] {name} must be true or false, got {value!r}")
         elif isinstance(default, int) and isinstance(value, float) and value.is_integer():
             value = int(value)
         elif isinstance(default, float) and isinstance(value, int):
