@@ -1,8 +1,8 @@
 """Write docs/example_pilots.csv and docs/example_pilot_rates.csv: pilot runs of a "user's model"
 for `isosim calibrate` (docs/calibrate.md), made with the simulator so that the answer is known.
 
-The user's model is the default surrogate with hidden knobs lr = 0.01, prior_scale = 3,
-skill_link = 0.4, in a world (data seed 7) that a calibration does not know. Its 500 training
+The user's model is the shared-path surrogate (docs/shared_path_model.toml, the earlier default:
+no memorisation, no execution noise) with hidden knobs lr = 0.01, prior_scale = 3, skill_link = 0.4, in a world (data seed 7) that a calibration does not know. Its 500 training
 problems have base pass rates drawn from Beta(0.6, 1.6) and measured with 16 samples each
 (example_pilot_rates.csv, columns correct and samples); the pilots evaluate avg@1 on 300 further
 problems from 4 samples each (as a real evaluation would, noise sd about 0.01). Four pilot runs:
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from isosim.calibrate import knobs as K
-from isosim.sim.config import SimConfig
+from isosim.calibrate.config_file import read_model_config
 from isosim.sim.population import population_from_pass_rates
 from isosim.sim.run import simulate
 
@@ -27,7 +27,7 @@ val = rng.binomial(16, rng.beta(0.6, 1.6, 300)) / 16
 here = Path(__file__).parent
 pd.DataFrame({"problem": np.arange(500), "correct": correct, "samples": 16}).to_csv(
     here / "example_pilot_rates.csv", index=False)
-cfg = K.apply(SimConfig(), HIDDEN).replace(population={"train_size": 500, "val_size": 300},
+cfg = K.apply(read_model_config(here / "shared_path_model.toml").config, HIDDEN).replace(population={"train_size": 500, "val_size": 300},
                                            eval={"ks": (1,), "n_evals": 12, "sampled": 4})
 pop = population_from_pass_rates(correct / 16, val, model=cfg.model, seed=7)
 rows = []

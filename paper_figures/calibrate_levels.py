@@ -117,6 +117,10 @@ def base_policy(prior_scale: float, embed_scale: float, data_seeds) -> dict:
             "rms": round(float(np.sqrt(np.mean(np.square(np.array(bases) - STUDY_BASE)))), 4)}
 
 
+def _knob_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}"
+
+
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name)
 
@@ -292,7 +296,7 @@ def main() -> None:
         f"{CALIBRATION_SEEDS['root_seed']}. The findings are evaluated in another world (data seed "
         f"{EVALUATION_SEEDS['data_seed']}, root seed {EVALUATION_SEEDS['root_seed']}). Validation {METRIC}, "
         f"B_problem = 32, {BUDGET:.3g} rollouts. Every candidate has "
-        f"{', '.join(f'{k} = {v:g}' for k, v in {**COMMON_MODEL, **shape}.items())}; a problem's own rows "
+        f"{', '.join(f'{k} = {_knob_text(v)}' for k, v in {**COMMON_MODEL, **shape}.items())}; a problem's own rows "
         "(memorisation) step with local * lr / K per visit (K: the batch's groups with signal).",
         "",
         "## Stage 0: the base policy's shape (no training)",

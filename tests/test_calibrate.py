@@ -127,8 +127,13 @@ def test_the_model_config_is_a_plain_config_with_its_ensemble_on_comment_lines(t
 
 # --- recovery of n*(C) from simulated pilots ---------------------------------------------------
 
-#: the hidden knobs the pilots are simulated with (the default surrogate has lr 0.03, prior
-#: scale 2, skill link 0.7): a learner ten times slower, a more peaked base policy, weaker transfer
+#: the shared-path model these checks were written on (the default before the memorisation
+#: model: prior scale 2, no execution noise, no memorisation, Adam eps 1e-8), pinned so they do
+#: not move with the defaults
+SHARED_ONLY = {"model": {"shared": 1.0, "local": 0.0, "prior_scale": 2.0, "embed_scale": 2.0, "execution_a": 0.0},
+               "algo": {"adam_eps": 1e-8}}
+#: the hidden knobs the pilots are simulated with (that model has lr 0.03, prior scale 2, skill
+#: link 0.7): a learner ten times slower, a more peaked base policy, weaker transfer
 HIDDEN = {"lr": 0.003, "prior_scale": 3.0, "skill_link": 0.4}
 D, VAL, B = 200, 100, 16
 PILOT_NS, PILOT_BUDGET, NS = (2, 16), 2**15, (2, 4, 8, 16, 32, 64, 128)
@@ -144,7 +149,7 @@ def _scenario():
     rng = np.random.default_rng(0)
     train = rng.binomial(16, rng.beta(0.6, 1.6, D)) / 16
     val = rng.binomial(16, rng.beta(0.6, 1.6, VAL)) / 16
-    hidden = K.apply(SimConfig(), HIDDEN).replace(population={"train_size": D, "val_size": VAL},
+    hidden = K.apply(SimConfig().replace(**SHARED_ONLY), HIDDEN).replace(population={"train_size": D, "val_size": VAL},
                                                   eval={"ks": (1,), "n_evals": 8, "sampled": SAMPLES})
     pop = population_from_pass_rates(train, val, model=hidden.model, seed=7)
     return train, val, hidden, pop
@@ -191,7 +196,7 @@ def test_calibrate_recovers_n_star_at_16_times_the_pilot_budget():
     train, val, hidden, pop = _scenario()
     pilots = _pilots(hidden, pop)
     truth, mean = _truth(hidden, pop)
-    cal = calibrate(pilots, train, "avg@1", val_pass_rates=val)
+    cal = calibrate(pilots, train, "avg@1", val_pass_rates=val, base=SimConfig().replace(**SHARED_ONLY))
     assert cal.ensemble[0] == cal.knobs and len(cal.ensemble) >= 2
     assert cal.fit_rmse < cal.details["start_rmse"] / 3
     pred = cal.predict_n_star([TARGET], NS).iloc[0]
@@ -206,7 +211,7 @@ def test_calibrate_recovers_n_star_at_16_times_the_pilot_budget():
 
 # --- the command line --------------------------------------------------------------------------
 
-TINY = {"model": {"n_strategies": 16, "rank": 4}}
+TINY = {"model": {"n_strategies": 16, "rank": 4, **SHARED_ONLY["model"]}, "algo": SHARED_ONLY["algo"]}
 
 
 @pytest.fixture(scope="module")

@@ -440,7 +440,8 @@ def test_python_path_with_jit_disabled_gives_the_same_trace(small_cfg, tmp_path,
     np.testing.assert_allclose(py["value"].values, jit["value"].values, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("model, share", [({"kind": "strategies"}, 0.0), ({"kind": "features"}, 0.0),
+@pytest.mark.parametrize("model, share", [({"kind": "strategies", "local_share": False}, 0.0),
+                                          ({"kind": "features", "local_share": False}, 0.0),
                                           ({"kind": "strategies", "local_share": True}, 1.0),
                                           ({"kind": "features", "local_share": True}, 1.0),
                                           ({"kind": "tabular", "local_share": True}, 0.0)])

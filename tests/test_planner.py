@@ -85,6 +85,10 @@ def test_plan_api_reasoning_and_zero_signal():
     assert p.best.predicted["best@4"] >= p.ranked[-1].predicted["best@4"]
     assert f"n = {p.best.n}" in p.reasoning()
     assert zero_signal_share([0.0, 1.0, 0.5], 2) == pytest.approx((1 + 1 + 0.5) / 3)
+    # the two gains are quoted in the order the sentence names the metrics
+    gain = {m: p.best.predicted[m] - p.base[m] for m in ("best@4", "worst@4")}
+    first, second = ("worst@4", "best@4") if p.mechanism == "sharpening" else ("best@4", "worst@4")
+    assert f"gains more than {second} ({gain[first]:+.3f} vs {gain[second]:+.3f})" in p.reasoning()
 
 
 def test_allocation_grids_respect_the_constraints():

@@ -22,7 +22,7 @@ def test_sampled_measurement_is_avg16_and_leaks_like_the_study():
     pop = build_population(PopulationConfig(preset="easy", **SMALL), ModelConfig())
     p = pop.train.base_pass
     # measured avg@16 in [0.3, 0.6] admits true pass rates outside the band, but not far outside
-    assert 0.2 < p.mean() < 0.6
+    assert 0.2 < p.mean() < 0.65
     assert np.mean((p >= 0.3) & (p <= 0.6)) > 0.4
 
 

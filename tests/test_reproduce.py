@@ -67,7 +67,7 @@ def test_model_config_is_the_base_of_every_finding_sweep():
     from isosim.study.registry import get_spec
 
     default = sweep_specs("quick")
-    cfg = SimConfig().replace(model={"shared": 0.06, "local": 960.0, "local_share": True, "prior_scale": 8.0},
+    cfg = SimConfig().replace(model={"shared": 0.1, "local": 480.0, "local_share": True, "prior_scale": 4.0},
                               algo={"adam_eps": 1e-2}, population={"preset": "hard", "train_size": 50})
     with based_on(cfg):
         specs = sweep_specs("quick")
@@ -78,8 +78,10 @@ def test_model_config_is_the_base_of_every_finding_sweep():
         assert spec.base.algo.adam_eps == 1e-2 and spec.base.model.local_share
         assert spec.base.population.train_size == default[name].base.population.train_size  # population untouched
     assert specs["easy"].base.model == cfg.model
-    assert specs["dose-0.5"].base.model.shared == 0.03 and specs["dose-0.5"].base.model.local == 960.0
-    assert default["dose-0.5"].base.model.shared == 0.5 and default["dose-0.5"].base.model.local == 1.0
+    assert specs["dose-0.5"].base.model.shared == 0.05 and specs["dose-0.5"].base.model.local == 480.0
+    defaults = SimConfig().model
+    assert default["dose-0.5"].base.model.shared == 0.5 * defaults.shared
+    assert default["dose-0.5"].base.model.local == defaults.local
     assert specs["dose-0"].base.model.shared == 0.0
 
 

@@ -53,7 +53,7 @@ def test_trace_invariants(small_cfg):
         at = t[(t["split"] == split)].pivot_table(index="step", columns="metric", values="value")
         assert at.loc[0, "entropy"] == pytest.approx(h0, rel=1e-12)
         assert at.loc[0, "kl"] == pytest.approx(0.0, abs=1e-12)
-        assert at.loc[a.steps, "kl"] > 1e-6
+        assert at.loc[a.steps, "kl"] > 1e-10  # float noise is about 1e-16
 
 
 def test_same_seed_same_trace_other_seed_other_trace(small_cfg):
@@ -257,7 +257,7 @@ def test_features_common_sets_transfer_direction():
     like the training set; with common = 0 the cross-talk has no preferred sign."""
     gains = {}
     for common in (1.0, 0.0):
-        cfg = SimConfig(model=ModelConfig(kind="features", common=common, dim=64),
+        cfg = SimConfig(model=ModelConfig(kind="features", common=common, dim=64, shared=1.0, local=0.0),
                         population=PopulationConfig(preset="hard", train_size=400, val_size=200, measure="exact"),
                         algo=AlgoConfig(optimizer="sgd", lr=0.5), allocation=Allocation(n=16, b_problem=32, steps=100))
         before = _pass_rates_after(cfg, 0)[0]["val"].mean()
@@ -281,11 +281,13 @@ def test_pass_rate_histogram_metrics_match_the_snapshots(small_cfg):
 def test_execution_bounds_held_out_problems_and_only_memorisation_lifts_it(small_cfg):
     """Execution noise: a problem's pass rate is ``e_i * (mass on correct strategies)``, so no
     amount of shared learning takes a validation problem above its ``e_i``; a training problem
-    goes above it only through its memorised execution offset (``local > 0``)."""
+    goes above it only through its memorised execution offset (``local > 0``). On the shared path
+    as it was written (full-size steps for a problem's own offsets, a base policy of spread 2)."""
     from isosim.sim.models.base import execution_rates
     from isosim.sim.population import build_population
 
-    cfg = small_cfg.replace(model={"execution_a": 2.0, "execution_b": 1.0},
+    cfg = small_cfg.replace(model={"execution_a": 2.0, "execution_b": 1.0, "shared": 1.0, "local_share": False,
+                                   "prior_scale": 2.0, "embed_scale": 2.0}, algo={"adam_eps": 1e-8},
                             allocation={"n": 8, "b_problem": 16, "steps": 400}, eval={"snapshot_steps": (400,)})
     pop = build_population(cfg.population, cfg.model)
     e_train, e_val = (execution_rates(ps.problems.execution) for ps in (pop.train, pop.val))
@@ -311,7 +313,7 @@ def test_models_without_execution_noise_draw_no_extra_random_numbers(small_cfg):
     from isosim.sim import run as sm
     from isosim.sim.population import build_population
 
-    cfg = small_cfg.replace(model={"execution_a": 0.0})
+    cfg = small_cfg.replace(model={"execution_a": 0.0, "prior_scale": 2.0, "embed_scale": 2.0})  # enough easy-band problems without it
     pop = build_population(cfg.population, cfg.model)
     assert np.isinf(pop.train.problems.execution).all()
     fpar, ipar = sm.kernel_params(cfg)

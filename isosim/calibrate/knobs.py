@@ -67,9 +67,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "how far what is learnt on one problem transfers to others (the share of the variance of "
          "'strategy s solves problem i' that the problem's embedding explains): transfer and "
          "interference between problems"),
-    Knob("local", "model", "local", 0.0, 2.0, "linear",
+    Knob("local", "model", "local", 0.0, 4000.0, "linear",
          "the scale of the per-problem offsets: how much a problem's own training moves it (memorisation) "
-         "beside what transfers"),
+         "beside what transfers (a visit steps them by local * lr, or local * lr / K with local_share)"),
     Knob("execution_a", "model", "execution_a", 0.0, 20.0, "linear",
          "with execution_b, the problems' execution rates e_i ~ Beta(a, b) (0: no execution noise): the share "
          "of a held-out problem's difficulty no shared skill reaches, so where validation curves level off"),

@@ -180,6 +180,8 @@ class Plan:
         what = ("sharpening dominates: worst@4 (all 4 samples correct) gains more than best@4"
                 if self.mechanism == "sharpening" else
                 "coverage dominates: best@4 (at least 1 of 4 correct) gains more than worst@4")
+        gains = (f"{gain_worst:+.3f} vs {gain_best:+.3f}" if self.mechanism == "sharpening" else
+                 f"{gain_best:+.3f} vs {gain_worst:+.3f}")  # in the order the sentence names them
         runner = self.ranked[1] if len(self.ranked) > 1 else None
         tie = ""
         if self.ensemble is not None:
@@ -202,7 +204,7 @@ class Plan:
             f"With n = {b.n}, {self.zero_signal_start:.0%} of groups carry no signal at the start "
             f"(all {b.n} rollouts agree, p^n + (1-p)^n averaged over your pass rates) and "
             f"{b.zero_signal_end:.0%} by the end of the {b.steps} steps. Over the run {what} "
-            f"({gain_worst:+.3f} vs {gain_best:+.3f}); at this budget the n that maximises worst@4 is "
+            f"({gains}); at this budget the n that maximises worst@4 is "
             f"{self.n_star_worst4} and the one that maximises best@4 is {self.n_star_best4}. A smaller n "
             f"buys more update steps on the problems that have signal; a larger n buys signal on "
             f"problems that rarely give any and a less noisy gradient. The mean field predicts "

@@ -66,9 +66,9 @@ class Problems:
             e = np.maximum(e, np.sqrt(target))
             execution = np.log(e) - np.log1p(-e)
         q_target = target / e
-        q = np.clip(pass_rates_of_logits(self.base_logits, self.rewards), 1e-300, 1 - 1e-16)
         solvable = self.rewards.max(axis=1) > 0
-        delta = np.where(solvable, np.log(q_target / (1 - q_target)) - np.log(q / (1 - q)), 0.0)
+        log_odds = np.clip(log_odds_of_logits(self.base_logits, self.rewards), -700.0, 700.0)
+        delta = np.where(solvable, np.log(q_target / (1 - q_target)) - log_odds, 0.0)
         logits = self.base_logits + delta[:, None] * self.rewards
         return Problems(logits, self.features, self.rewards, execution)
 
@@ -99,6 +99,17 @@ def pass_rates_of_logits(logits: np.ndarray, rewards: np.ndarray) -> np.ndarray:
     w = np.exp(z)
     return (w * rewards).sum(axis=1) / w.sum(axis=1)
 
+
+def log_odds_of_logits(logits: np.ndarray, rewards: np.ndarray) -> np.ndarray:
+    """``logit q_i = logsumexp(correct logits) - logsumexp(wrong logits)``, exact where ``q_i`` is
+    within rounding of 0 or 1 (a peaked base policy); ``-inf`` with no correct response, ``+inf``
+    with no wrong one."""
+    from scipy.special import logsumexp
+
+    correct = rewards > 0
+    with np.errstate(divide="ignore"):
+        return (logsumexp(np.where(correct, logits, -np.inf), axis=1)
+                - logsumexp(np.where(correct, -np.inf, logits), axis=1))
 
 
 def two_outcome(z: np.ndarray, features: np.ndarray) -> Problems:
