@@ -219,7 +219,7 @@ def test_n_star_of_curves_ties_and_edges():
 
 _REG = {"kl_coef": 0.2, "entropy_coef": 0.05}
 #: the model of each kind the variants run (features+local: shared features and per-problem offsets)
-#: small strategies populations with execution noise on (the default has it off), and the model's
+#: small strategies populations with execution noise on (Beta(4, 1.5), not the default's), and the model's
 #: other knobs pinned, so the variants do not move when the defaults do
 _SMALL = {"n_strategies": 16, "rank": 4, "prior_scale": 2.0, "embed_scale": 2.0, "generality_b": 4.0, "skill_link": 0.7,
           "execution_a": 4.0, "execution_b": 1.5, "shared": 1.0, "local_share": False}
