@@ -44,6 +44,7 @@ import numpy as np
 from isosim.experiments.sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
 from isosim.sim.config import SimConfig
 from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS, finding_one_check, n_star_law
+from isosim.study.reproduce import base_value, per_n_best
 
 #: the study's best validation value per n (easy, B_problem = 32, about 4M rollouts) and its base
 STUDY_BEST = {8: 0.596, 16: 0.607, 32: 0.624, 64: 0.629, 128: 0.629, 256: 0.668, 512: 0.688, 1024: 0.684}
@@ -138,11 +139,11 @@ def levels(name: str, model: dict, algo: dict, root: Path, data_seed: int,
         rows.append(evaluations(store.read(), "val"))
     by_n, by_b = rows
     best_n = by_n.groupby("n")[METRIC].max()
-    base_value = float(by_n.loc[by_n["step"] == 0, METRIC].mean())
+    start = base_value(by_n)
     best_b = by_b.groupby("B_problem")[METRIC].max()
     best_b[32] = best_n[16]
-    err = [best_n[n] - v for n, v in STUDY_BEST.items()] + [base_value - STUDY_BASE]
-    return {"candidate": name, "world": data_seed, "base": round(base_value, 3),
+    err = [best_n[n] - v for n, v in STUDY_BEST.items()] + [start - STUDY_BASE]
+    return {"candidate": name, "world": data_seed, "base": round(start, 3),
             **{f"n{n}": round(float(best_n[n]), 3) for n in LEVEL_N},
             "spread_n": round(float(best_n.max() - best_n.min()), 3),
             "spread_b": round(float(best_b.max() - best_b.min()), 3),
@@ -156,9 +157,8 @@ def hard_levels(name: str, model: dict, algo: dict, root: Path, data_seed: int,
     spec = SweepSpec(f"hard-d{data_seed}-r{root_seed}-{_slug(name)}", "Q1",
                      _base(model, algo, data_seed, "hard"), n=LEVEL_N, b_problem=(32,), budget=BUDGET, seeds=(0,))
     ev = evaluations(run_sweep(spec, root / spec.id, progress=False, root_seed=root_seed).read(), "val")
-    best = ev.groupby("n")[METRIC].max()
-    return {"world": data_seed, "base": round(float(ev.loc[ev["step"] == 0, METRIC].mean()), 3),
-            **{f"n{n}": round(float(best[n]), 3) for n in LEVEL_N}}
+    return {"world": data_seed, "base": round(base_value(ev), 3),
+            **{f"n{r['n']}": round(r["best_value"], 3) for r in per_n_best(ev)}}
 
 
 def finding_one(name: str, model: dict, algo: dict, root: Path, data_seed: int, seeds=(0, 1),
