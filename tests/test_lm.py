@@ -722,7 +722,30 @@ def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
     assert runs[runs["compute"] == 0]["avg@1"].tolist() == [0.2, 0.2]
     assert sorted(map(tuple, runs[runs["compute"] > 0][["n", "compute", "avg@1"]].values.tolist())) == [
         (2, 1000, 0.3), (2, 2000, 0.35), (8, 1000, 0.25), (8, 2000, 0.4)]
+    assert seen["base"].algo.optimizer == "adamw" and seen["base"].algo.lr_rule == cfg.lr_rule == "constant"
     np.testing.assert_allclose(seen["pass_rates"], [0.25, 0.5, 1.0])
     np.testing.assert_allclose(seen["val_pass_rates"], [0.125, 0.625])
     assert seen["ns"] == [2, 8, 32] and seen["budgets"] == [4000, 8000, 16000]
     assert p.extra["calibrated_interval"][2] == {"compute": 16000, "n_low": 8, "n_high": 32}
+
+
+def test_learning_rate_rule_per_run():
+    """The constant rule gives every run ``grpo.lr``; the study's sqrt(B) rule gives ``grpo.lr`` at
+    the reference batch and scales it by sqrt(n B_problem / reference); the rule enters the id
+    (the constant default leaves stored ids as they were) and the surrogate's settings."""
+    from isosim.lm.compare import surrogate_algo
+
+    cfg = medium_config()
+    assert cfg.lr_rule == "constant" and {cfg.run_lr(n, 32) for n in cfg.n_grid} == {cfg.grpo.lr}
+    sq = replace(cfg, lr_rule="sqrt", lr_ref_batch=256)
+    assert sq.run_lr(8, 32) == pytest.approx(cfg.grpo.lr)
+    assert sq.run_lr(2, 32) == pytest.approx(cfg.grpo.lr / 2) and sq.run_lr(32, 32) == pytest.approx(2 * cfg.grpo.lr)
+    g = sq.run_grpo(64, 16)
+    assert (g.n, g.b_problem, g.lr) == (64, 16, pytest.approx(cfg.grpo.lr * 2)) and g.betas == cfg.grpo.betas
+    assert replace(cfg, lr_rule="constant").config_id() == cfg.config_id()
+    assert len({cfg.config_id(), sq.config_id(), replace(sq, lr_ref_batch=512).config_id()}) == 3
+    assert surrogate_algo(sq, 0.01).lr_rule == "sqrt" and surrogate_algo(cfg, 0.01).lr_rule == "constant"
+    with pytest.raises(ValueError, match="lr_rule"):
+        replace(cfg, lr_rule="linear")
+    with pytest.raises(ValueError, match="lr_ref_batch"):
+        replace(cfg, lr_ref_batch=0)

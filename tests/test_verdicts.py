@@ -119,9 +119,21 @@ def test_the_calibration_scripts_run_on_the_calibration_seeds(monkeypatch, tmp_p
         raise RuntimeError("stop")
 
     monkeypatch.setattr(mod, "run_sweep", fake_run_sweep)
+    if hasattr(mod, "BASE_SHAPES"):
+        # stage 0 builds each shape's population in every world: one shape shows which worlds it reads
+        monkeypatch.setattr(mod, "BASE_SHAPES", mod.BASE_SHAPES[-1:])
+        real_base = mod._base
+
+        def recording_base(model, algo, data_seed, *args, **kw):
+            seen.setdefault("stage0_data_seeds", set()).add(data_seed)
+            return real_base(model, algo, data_seed, *args, **kw)
+        monkeypatch.setattr(mod, "_base", recording_base)
     monkeypatch.setattr("sys.argv", [script, "--root", str(tmp_path), "--out", str(tmp_path / "c.md")])
     with pytest.raises(RuntimeError, match="stop"):
         mod.main()
+    if hasattr(mod, "BASE_SHAPES"):
+        assert seen.pop("stage0_data_seeds") == set(CALIBRATION_SEEDS["data_seeds"])
+        monkeypatch.setattr(mod, "_base", real_base)
     for w in CALIBRATION_SEEDS["data_seeds"]:
         for stage in stages:
             with pytest.raises(RuntimeError, match="stop"):

@@ -94,18 +94,28 @@ def surrogate_fb_curves(cfg: ValidateConfig, plan: dict, train_counts, val_count
     return {n: _surrogate_run(cfg, pop, len(train_counts), len(val_counts), n, bp, marks, lr) for n, bp in fb["splits"]}
 
 
+def surrogate_algo(cfg: ValidateConfig, lr: float):
+    """The surrogate's training settings that mirror the LM's GRPO: the same advantage and std
+    epsilon, AdamW with the same betas, no warm-up, and the LM's learning-rate rule over the
+    batch (constant, or sqrt(B) from the surrogate's own reference batch; the fitted ``lr``
+    absorbs the difference of reference)."""
+    from isosim import AlgoConfig
+    from isosim.sim.advantages import from_trl
+
+    return AlgoConfig(advantage=from_trl(cfg.grpo.scale_rewards).name,  # batch std ~ a constant under Adam
+                      std_eps=cfg.grpo.std_eps, optimizer="adamw", lr=lr, lr_rule=cfg.lr_rule, warmup=0,
+                      beta1=cfg.grpo.betas[0], beta2=cfg.grpo.betas[1])
+
+
 def _surrogate_run(cfg: ValidateConfig, pop, n_train: int, n_val: int, n: int, b_problem: int, marks: dict,
                    lr: float) -> dict[int, float]:
     """{marks[M]: mean over seeds of the surrogate's validation avg@1 after M steps}."""
-    from isosim import AlgoConfig, Allocation, EvalConfig, SimConfig, simulate
-    from isosim.sim.advantages import from_trl
+    from isosim import Allocation, EvalConfig, SimConfig, simulate
 
     sim = SimConfig(
         population=_population_cfg(n_train, n_val),
         model=cfg.surrogate,
-        algo=AlgoConfig(advantage=from_trl(cfg.grpo.scale_rewards).name,  # batch std ~ a constant under Adam
-                        std_eps=cfg.grpo.std_eps, optimizer="adamw", lr=lr, lr_rule="constant", warmup=0,
-                        beta1=cfg.grpo.betas[0], beta2=cfg.grpo.betas[1]),
+        algo=surrogate_algo(cfg, lr),
         allocation=Allocation(n=n, b_problem=b_problem, steps=max(marks)),
         eval=EvalConfig(ks=(1,), n_evals=1, at_steps=tuple(sorted(marks))),
     )

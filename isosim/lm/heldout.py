@@ -390,7 +390,7 @@ def calibrated_surrogate(cfg, knobs=None) -> Predictor:
 
     from ..calibrate import calibrate
     from ..sim.config import SimConfig
-    from .compare import surrogate_rates
+    from .compare import surrogate_algo, surrogate_rates
 
     def fn(p: Pilots) -> dict[int, int]:
         rows = [{"run": f"pilot-n{n}", "n": n, "B_problem": p.b_problem, "compute": 0, "avg@1": p.base_value}
@@ -400,7 +400,7 @@ def calibrated_surrogate(cfg, knobs=None) -> Predictor:
         train = surrogate_rates(p.train_counts, p.measure_samples, cfg.pass_rate_estimate)
         val = surrogate_rates(p.val_counts, p.measure_samples, cfg.pass_rate_estimate)
         cal = calibrate(pd.DataFrame(rows), train, "avg@1", val_pass_rates=val, knobs=knobs,
-                        base=SimConfig(model=cfg.surrogate))
+                        base=SimConfig(model=cfg.surrogate, algo=surrogate_algo(cfg, SimConfig().algo.lr)))
         table = cal.predict_n_star(p.targets, ns=p.grid, b_problem=p.b_problem)
         p.extra["calibrated_knobs"] = dict(cal.knobs)
         p.extra["calibrated_interval"] = [{"compute": int(c), "n_low": int(lo), "n_high": int(hi)}

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from .model import GPTConfig
 from .task import VOCAB_SIZE, TaskSpec
 
 BANDS = {"easy": (0.3, 0.6), "hard": (0.0, 0.0625)}
+LR_RULES = ("constant", "sqrt")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,26 @@ class ValidateConfig:
     pool_bands: tuple[tuple[float, float, float], ...] = ((0.2, 0.75, 0.45), (0.0, 0.15, 0.45), (0.0, 1.0, 0.1))
     bootstrap: int = 1000  # bootstrap replicates of the n*(C) interval (seeds and validation problems resampled)
     interval: float = 0.9  # central probability of that interval
+    lr_rule: str = "constant"  # "constant": grpo.lr for every run; "sqrt": grpo.lr * sqrt(n B_problem / lr_ref_batch)
+    lr_ref_batch: int = 256  # the batch n * B_problem at which a "sqrt" run's lr is grpo.lr
+
+    def __post_init__(self):
+        if self.lr_rule not in LR_RULES:
+            raise ValueError(f"lr_rule must be one of {LR_RULES}, got {self.lr_rule!r}")
+        if self.lr_ref_batch < 1:
+            raise ValueError("lr_ref_batch must be >= 1")
+
+    def run_lr(self, n: int, b_problem: int) -> float:
+        """The learning rate of a run with group size n and B_problem problems a step: ``grpo.lr``
+        under the constant rule; under the study's sqrt(B) rule ``grpo.lr * sqrt(B / lr_ref_batch)``
+        with B = n * B_problem, so a larger batch takes proportionally larger steps, by sqrt(B)."""
+        if self.lr_rule == "constant":
+            return self.grpo.lr
+        return self.grpo.lr * math.sqrt(n * b_problem / self.lr_ref_batch)
+
+    def run_grpo(self, n: int, b_problem: int) -> GRPOConfig:
+        """The GRPO settings of one run: ``grpo`` with this n, B_problem and :meth:`run_lr`."""
+        return replace(self.grpo, n=n, b_problem=b_problem, lr=self.run_lr(n, b_problem))
 
     def config_id(self) -> str:
         """A hash of everything that decides the trained runs and their evaluations. The
@@ -75,7 +97,8 @@ class ValidateConfig:
 
 
 _LATER_DEFAULTS = {"seeds": 1, "fixed_batch": True,
-                   "pool_bands": ((0.2, 0.75, 0.45), (0.0, 0.15, 0.45), (0.0, 1.0, 0.1))}
+                   "pool_bands": ((0.2, 0.75, 0.45), (0.0, 0.15, 0.45), (0.0, 1.0, 0.1)),
+                   "lr_rule": "constant", "lr_ref_batch": 256}
 
 
 def quick_config() -> ValidateConfig:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -139,7 +139,7 @@ def probe_throughput(cfg: ValidateConfig, model: GPT, train: Problems, device: s
     out = {}
     for n in (min(cfg.n_grid), max(cfg.n_grid)):
         m = copy.deepcopy(model)
-        tr = GRPOTrainer(m, cfg.task, train, replace(cfg.grpo, n=n, b_problem=cfg.b_problem), device=device, seed=999)
+        tr = GRPOTrainer(m, cfg.task, train, cfg.run_grpo(n, cfg.b_problem), device=device, seed=999)
         tr.step()
         _sync(device)
         t0 = time.perf_counter()
@@ -185,7 +185,7 @@ def train_q1_run(cfg: ValidateConfig, base_state: dict, train: Problems, val: Pr
     model = GPT(cfg.model).to(device)
     model.load_state_dict(base_state)
     attempt = time.time_ns()
-    tr = GRPOTrainer(model, cfg.task, train, replace(cfg.grpo, n=n, b_problem=cfg.b_problem), device=device,
+    tr = GRPOTrainer(model, cfg.task, train, cfg.run_grpo(n, cfg.b_problem), device=device,
                      seed=_run_seed(cfg, n, seed))
     marks = eval_steps(c_max, cfg.n_budgets, n, cfg.b_problem)
     recs, rewards, t0, c0 = [], [], time.perf_counter(), time.process_time()
@@ -291,7 +291,7 @@ def run_fb_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journ
                 continue
             attempt = time.time_ns()
             model = copy.deepcopy(base)
-            tr = GRPOTrainer(model, cfg.task, train, replace(cfg.grpo, n=n, b_problem=bp), device=device,
+            tr = GRPOTrainer(model, cfg.task, train, cfg.run_grpo(n, bp), device=device,
                              seed=cfg.seed * 1000 + 500_000 + n)
             rewards, t0 = [], time.perf_counter()
             for step in range(1, m_max + 1):
