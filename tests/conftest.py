@@ -21,31 +21,46 @@ def small_cfg() -> SimConfig:
 
 
 QUICK_FIXTURE = "quick_reproduction"
+QUICK_GROUP = "quick-reproduction"
 
 
 def _uses_quick(item) -> bool:
     return QUICK_FIXTURE in getattr(item, "fixturenames", ())
 
 
+def _xdist_worker(config) -> bool:
+    """Whether this process is a pytest-xdist worker (``-n 2`` in pyproject.toml)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The tests that read the quick reproduction run last, so that the reproduction (started in
-    the background by the first test) runs beside every other test instead of before them."""
-    items[:] = [it for it in items if not _uses_quick(it)] + [it for it in items if _uses_quick(it)]
+    """Where the tests that read the quick reproduction run.
+
+    In one process (``-n 0``) they run last, so that the reproduction, started in the background
+    with the session, runs beside every other test instead of before them. Under pytest-xdist
+    (``--dist loadgroup``) they form one group that is handed out first: its worker starts the
+    reproduction at once and waits for it while the other worker takes the rest; every other
+    test is grouped by file, so a module's fixtures are built once."""
+    quick = [it for it in items if _uses_quick(it)]
+    rest = [it for it in items if not _uses_quick(it)]
+    if _xdist_worker(config):
+        for it in items:
+            it.add_marker(pytest.mark.xdist_group(QUICK_GROUP if _uses_quick(it) else it.nodeid.split("::")[0]))
+        items[:] = quick + rest
+    else:
+        items[:] = rest + quick
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _quick_reproduction_process(request, tmp_path_factory):
-    """Start ``isosim reproduce --quick --json`` in a subprocess when the session holds a test that
-    reads it; yields (process, out folder, stdout file, stderr file) or None. A process still
-    running at the end of the session (only some tests selected) is stopped with its workers."""
+@pytest.fixture(scope="session")
+def _quick_reproduction_process(tmp_path_factory):
+    """Start ``isosim reproduce --quick --json`` in a subprocess; yields (process, out folder,
+    stdout file, stderr file). A process still running at the end of the session (only some
+    tests selected) is stopped with its workers."""
     import os
     import signal
     import subprocess
     import sys
 
-    if not any(_uses_quick(it) for it in request.session.items):
-        yield None
-        return
     root = tmp_path_factory.mktemp("reproduce")
     out, stdout, stderr = root / "out", root / "stdout.json", root / "stderr.txt"
     argv = [sys.executable, "-m", "isosim", "reproduce", "--quick", "--out", str(out), "--json",
@@ -58,10 +73,19 @@ def _quick_reproduction_process(request, tmp_path_factory):
         proc.wait(timeout=60)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _start_quick_reproduction_with_the_session(request):
+    """In one process, start the quick reproduction when the session begins, if a selected test
+    reads it (under xdist the worker that runs those tests starts it at its first one)."""
+    if not _xdist_worker(request.config) and any(_uses_quick(it) for it in request.session.items):
+        request.getfixturevalue("_quick_reproduction_process")
+
+
 @pytest.fixture(scope="session")
 def quick_reproduction(_quick_reproduction_process):
     """``isosim reproduce --quick --json`` run once per session, as a user runs it: (out folder,
-    parsed JSON). It starts with the session and runs beside the other tests.
+    parsed JSON). It starts with the session (under xdist: with the first test that reads it) and
+    runs beside the other tests.
 
     Its sweeps are the reduced finding sweeps; the finding tests read them from here.
     """
