@@ -745,6 +745,10 @@ def test_learning_rate_rule_per_run():
     assert replace(cfg, lr_rule="constant").config_id() == cfg.config_id()
     assert len({cfg.config_id(), sq.config_id(), replace(sq, lr_ref_batch=512).config_id()}) == 3
     assert surrogate_algo(sq, 0.01).lr_rule == "sqrt" and surrogate_algo(cfg, 0.01).lr_rule == "constant"
+    from isosim.lm.report import _lr_text
+
+    assert _lr_text(cfg) == "lr 0.0006 (AdamW, constant)"
+    assert "sqrt(n B_problem / 256)" in _lr_text(sq) and "n=2: 0.0003" in _lr_text(sq) and "n=32: 0.0012" in _lr_text(sq)
     with pytest.raises(ValueError, match="lr_rule"):
         replace(cfg, lr_rule="linear")
     with pytest.raises(ValueError, match="lr_ref_batch"):

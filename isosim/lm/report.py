@@ -102,7 +102,7 @@ def report_text(res) -> str:
         "",
         f"Q1 grid: B_problem = {cfg.b_problem}, n in {res.plan['n_grid']}, {cfg.seeds} training seed(s) per (subset, n), "
         f"C_max = {res.plan['budget']} rollouts"
-        f"{' (shrunk to fit the time budget)' if res.plan['shrunk'] else ''}, GRPO lr {cfg.grpo.lr:g} (AdamW, constant), "
+        f"{' (shrunk to fit the time budget)' if res.plan['shrunk'] else ''}, GRPO {_lr_text(cfg)}, "
         f"scale_rewards={cfg.grpo.scale_rewards}, loss_agg={cfg.grpo.loss_agg}; validation avg@1 from "
         f"{cfg.eval_samples} samples per problem.",
         "n*(C): arg-max over n of the best-so-far validation avg@1 (mean over seeds) at each budget"
@@ -165,6 +165,14 @@ def report_text(res) -> str:
     cpu = f" (CPU time of this invocation {res.cpu_seconds:.0f} s)" if res.cpu_seconds else ""
     lines.append(f"Wall time {res.seconds:.0f} s{cpu}. Figures: lm_validation.png, lm_base.png; raw data: results.jsonl.")
     return "\n".join(lines) + "\n"
+
+
+def _lr_text(cfg) -> str:
+    """The runs' learning rate as the report states it."""
+    if cfg.lr_rule == "sqrt":
+        return (f"lr {cfg.grpo.lr:g} x sqrt(n B_problem / {cfg.lr_ref_batch}) (AdamW, constant in time; the study's "
+                f"sqrt(B) rule: {', '.join(f'n={n}: {cfg.run_lr(n, cfg.b_problem):.2g}' for n in cfg.n_grid)})")
+    return f"lr {cfg.grpo.lr:g} (AdamW, constant)"
 
 
 def _has_interval(res) -> bool:
