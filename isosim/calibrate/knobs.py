@@ -67,6 +67,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "how far what is learnt on one problem transfers to others (the share of the variance of "
          "'strategy s solves problem i' that the problem's embedding explains): transfer and "
          "interference between problems"),
+    Knob("shared", "model", "shared", 0.005, 4.0, "log",
+         "the scale of the shared path (beta and V step by shared * lr): how fast what is learnt on the "
+         "training problems transfers to held-out ones, beside what each problem memorises"),
     Knob("local", "model", "local", 0.0, 4000.0, "linear",
          "the scale of the per-problem offsets: how much a problem's own training moves it (memorisation) "
          "beside what transfers (a visit steps them by local * lr, or local * lr / K with local_share)"),
