@@ -21,7 +21,8 @@ def small_cfg() -> SimConfig:
 
 
 QUICK_FIXTURE = "quick_reproduction"
-QUICK_GROUP = "quick-reproduction"
+#: the one file whose tests read the quick reproduction (under xdist, one worker runs a file)
+QUICK_FILE = "tests/test_findings.py"
 
 
 def _uses_quick(item) -> bool:
@@ -29,7 +30,7 @@ def _uses_quick(item) -> bool:
 
 
 def _xdist_worker(config) -> bool:
-    """Whether this process is a pytest-xdist worker (``-n 2`` in pyproject.toml)."""
+    """Whether this process is a pytest-xdist worker (``-n 2 --dist loadfile`` in pyproject.toml)."""
     return hasattr(config, "workerinput")
 
 
@@ -38,17 +39,17 @@ def pytest_collection_modifyitems(session, config, items):
 
     In one process (``-n 0``) they run last, so that the reproduction, started in the background
     with the session, runs beside every other test instead of before them. Under pytest-xdist
-    (``--dist loadgroup``) they form one group that is handed out first: its worker starts the
-    reproduction at once and waits for it while the other worker takes the rest; every other
-    test is grouped by file, so a module's fixtures are built once."""
+    (``--dist loadfile``: a file's tests go to one worker) they run first: their file is handed
+    out first, its worker starts the reproduction and waits for it while the other worker takes
+    the remaining files. They must all live in one file, or a second worker would start a
+    second reproduction."""
     quick = [it for it in items if _uses_quick(it)]
     rest = [it for it in items if not _uses_quick(it)]
-    if _xdist_worker(config):
-        for it in items:
-            it.add_marker(pytest.mark.xdist_group(QUICK_GROUP if _uses_quick(it) else it.nodeid.split("::")[0]))
-        items[:] = quick + rest
-    else:
-        items[:] = rest + quick
+    files = {it.nodeid.split("::")[0] for it in quick}
+    if files - {QUICK_FILE}:
+        raise pytest.UsageError(f"tests that read {QUICK_FIXTURE} belong in {QUICK_FILE}, not in "
+                                f"{', '.join(sorted(files - {QUICK_FILE}))}")
+    items[:] = quick + rest if _xdist_worker(config) else rest + quick
 
 
 @pytest.fixture(scope="session")

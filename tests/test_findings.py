@@ -1,4 +1,6 @@
-"""One test per finding (the study's twelve, in its order) on the reduced sweeps that `reproduce --quick` runs.
+"""One test per finding (the study's twelve, in its order) on the reduced sweeps that `reproduce --quick` runs,
+and `isosim reproduce --quick` end to end (its JSON, figures and rerun). This is the one file whose
+tests read the session's quick reproduction (tests/conftest.py), so that one test process runs them.
 
 Each finding test asserts mechanism-level facts that the quick sweeps resolve: orderings whose
 bootstrap interval over the seeds (``compared``) excludes the boundary, or margins of two or
@@ -22,6 +24,7 @@ from isosim.cli import main
 from isosim.study.findings import FINDINGS, SCALES, VERDICTS, Results, check_findings, get_finding, sweep_specs
 from isosim.study.findings._verdict import verdict_of
 from isosim.study.registry import entries
+from isosim.study.reproduce import STUDY_Q1, reproduce_specs
 
 EXPECTED = Path(__file__).parent / "data" / "expected_verdicts_quick.json"
 
@@ -255,3 +258,53 @@ def test_figures_only_draws_some_and_keeps_findings_json(quick_reproduction, tmp
     assert main(["figures", "--quick", "--root", str(out / "findings"), "--out", str(figs), "--only", "2,11"]) == 0
     assert sorted(p.name for p in figs.glob("*.png")) == ["fig02_hard_vs_easy.png", "fig11_histograms.png"]
     assert (figs / "findings.json").read_text() == "[]\n"
+
+
+def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
+    out, res = quick_reproduction
+    assert set(res) == {"easy", "hard", "findings"}
+    for preset in ("easy", "hard"):
+        fit = res[preset]
+        assert fit["metric"] == "avg@4"
+        assert {"sigmoid", "ci", "r2", "n_star", "frontier"} <= set(fit)
+        spec = reproduce_specs(True)[preset]
+        assert all(row["n"] in spec.n for row in fit["n_star"])
+        comps = [row["compute"] for row in fit["n_star"]]
+        assert comps == sorted(comps) and comps[-1] / comps[0] >= 100  # at least two decades
+        if fit["sigmoid"] is not None:
+            assert set(fit["sigmoid"]) == set(STUDY_Q1[preset])
+    assert [f["id"] for f in res["findings"]] == list(range(1, 13))
+    for name in ("frontier-easy", "frontier-hard", "n-star-easy", "n-star-hard"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 1000
+        assert (out / "figures" / f"{name}.pdf").exists()
+    # a rerun reads the stored sweeps instead of recomputing them, and says the same
+    stored = sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet"))
+    assert main(["reproduce", "--quick", "--out", str(out), "--n-boot", "0"]) == 0
+    assert sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet")) == stored
+    text = capsys.readouterr().out
+    assert "n*" in text and "study" in text and "== the study's twelve findings" in text
+    for f in res["findings"]:
+        assert f"{f['id']:>3}  {f['verdict']:<13} P = {f['p_holds']:<5.2f} {f['title']}" in text
+    json.dumps(res)  # plain JSON all the way down
+
+
+def test_reproduce_json_reports_levels_per_n(quick_reproduction):
+    """``base_value`` and ``per_n`` recomputed from the stored long-format sweep: the best
+    validation avg@4 each run reaches, mean and standard error over the replicates of each n."""
+    import numpy as np
+
+    from isosim.study.findings import Results
+
+    out, res = quick_reproduction
+    results = Results(out / "findings", "quick")
+    for preset in ("easy", "hard"):
+        raw = results.raw(preset)
+        val = raw[(raw["split"] == "val") & (raw["metric"] == "avg@4")]
+        assert res[preset]["base_value"] == pytest.approx(val.loc[val["step"] == 0, "value"].mean(), rel=1e-12)
+        rows = res[preset]["per_n"]
+        assert [r["n"] for r in rows] == sorted(reproduce_specs(True)[preset].n)
+        for r in rows:
+            best = val[val["n"] == r["n"]].groupby("run")["value"].max().to_numpy()
+            assert r["best_value"] == pytest.approx(best.mean(), rel=1e-12)
+            assert r["se"] == pytest.approx(best.std(ddof=1) / np.sqrt(len(best)), rel=1e-9)
+            assert r["best_value"] > res[preset]["base_value"]  # every n learns something
