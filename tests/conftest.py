@@ -67,7 +67,10 @@ def _quick_reproduction_process(tmp_path_factory):
     argv = [sys.executable, "-m", "isosim", "reproduce", "--quick", "--out", str(out), "--json",
             "--n-boot", "5", "--workers", "2"]
     with open(stdout, "wb") as fo, open(stderr, "wb") as fe:
-        proc = subprocess.Popen(argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, start_new_session=True)
+        # its own process group (stopped as one at the end), but the session's scheduling group: in a
+        # new session Linux's autogroup scheduler would share the CPU between the two sessions
+        # equally, capping the reproduction's two workers at one core while the tests ran
+        proc = subprocess.Popen(argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, process_group=0)
     yield proc, out, stdout, stderr
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
