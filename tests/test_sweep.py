@@ -191,18 +191,25 @@ def test_driver_holds_at_most_max_in_flight_traces(tmp_path, monkeypatch, limit)
 
 @pytest.mark.parametrize("backend", ["dask", "ray"])
 def test_backends_give_identical_results(backend, tmp_path):
+    """... and leave the caller's environment as they found it (a local Dask cluster sets
+    MALLOC_TRIM_THRESHOLD_ and more in os.environ, which slows every process started later)."""
     spec = get_spec("q1-hard-testing")
     local = run_sweep(spec, tmp_path / "local", backend="local", workers=2, progress=False).read()
+    env = dict(os.environ)
     other = run_sweep(spec, tmp_path / backend, backend=backend, workers=2, progress=False).read()
+    assert dict(os.environ) == env
     pd.testing.assert_frame_equal(_sorted(local), _sorted(other))
 
 
 def test_dask_backend_connects_to_a_running_cluster_by_address(tmp_path):
     from distributed import LocalCluster
 
+    from isosim.experiments.executors import environment_kept
+
     spec = get_spec("q1-easy-testing")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster:
+    # the test's own cluster edits os.environ too: keep it from the later tests' subprocesses
+    with environment_kept(), LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                          dashboard_address=":0") as cluster:
         remote = run_sweep(spec, tmp_path / "remote", backend="dask", address=cluster.scheduler_address,
                            progress=False).read()
     local = run_sweep(spec, tmp_path / "local", backend="local", workers=1, progress=False).read()

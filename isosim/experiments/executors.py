@@ -3,6 +3,12 @@
 ``local`` is a process pool; ``dask`` connects a ``dask.distributed`` client to the
 scheduler at ``address`` (or starts a local cluster); ``ray`` does the same with Ray.
 Every executor has ``submit(fn, *args) -> concurrent.futures.Future`` and ``workers``.
+
+Starting a cluster edits the caller's ``os.environ``: Dask's local cluster sets
+``MALLOC_TRIM_THRESHOLD_`` (which also fixes glibc's mmap threshold, so every large array is
+mapped and unmapped afresh: two to three times the CPU time in any process started later),
+one-thread BLAS settings and ``PYTHONHASHSEED``; Ray sets ``PYTHONBREAKPOINT`` and ``RAY_*``.
+:func:`make_executor` puts the environment back as it found it when the executor closes.
 """
 from __future__ import annotations
 
@@ -92,12 +98,30 @@ def check_executor_args(backend: str = "local", workers: int | None = None) -> N
 
 
 @contextmanager
+def environment_kept() -> Iterator[None]:
+    """Restore ``os.environ`` on exit: keys added inside are removed, changed or removed ones get
+    their old values back."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+
+
+@contextmanager
 def make_executor(backend: str = "local", address: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """The executor of ``backend`` with ``workers`` workers (default: all cores), closed on exit,
+    with the caller's environment as it was before (see the module's docstring)."""
     check_executor_args(backend, workers)
     workers = workers or os.cpu_count() or 1
-    ex = {"local": lambda: _Local(workers), "dask": lambda: _Dask(workers, address),
-          "ray": lambda: _Ray(workers, address)}[backend]()
-    try:
-        yield ex
-    finally:
-        ex.close()
+    with environment_kept():
+        ex = {"local": lambda: _Local(workers), "dask": lambda: _Dask(workers, address),
+              "ray": lambda: _Ray(workers, address)}[backend]()
+        try:
+            yield ex
+        finally:
+            ex.close()
