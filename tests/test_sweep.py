@@ -189,6 +189,50 @@ def test_driver_holds_at_most_max_in_flight_traces(tmp_path, monkeypatch, limit)
     assert peak[0] == limit
 
 
+def test_a_run_held_by_several_sweeps_is_simulated_once(tmp_path, monkeypatch):
+    """Two sweeps sharing runs (same config, same replicate) simulate each shared run once and
+    store the same table in both; a third sweep started later copies its stored runs from the
+    others' stores; and the stores equal those of separate, independent sweeps."""
+    import dataclasses
+
+    import isosim.experiments.executors as executors
+    from isosim.experiments.sweep import run_sweeps
+
+    submitted = []
+    real_make = executors.make_executor
+
+    class Counting:
+        def __init__(self, ex):
+            self.ex, self.workers = ex, ex.workers
+
+        def submit(self, fn, *args):
+            submitted.append(args[2])  # the run's key
+            return self.ex.submit(fn, *args)
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def counting_executor(*a, **k):
+        with real_make(*a, **k) as ex:
+            yield Counting(ex)
+
+    monkeypatch.setattr(executors, "make_executor", counting_executor)
+    a = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 4000"))
+    b = dataclasses.replace(a, id="shared-b", n=(2, 4, 16))  # n = 2 and 4 shared with a
+    c = dataclasses.replace(a, id="shared-c", n=(4, 8))  # all stored by then
+    sa, sb = run_sweeps([(a, tmp_path / "a"), (b, tmp_path / "b")], workers=2, progress=False)
+    keys_a, keys_b = {r.key for r in a.runs(0)}, {r.key for r in b.runs(0)}
+    assert len(keys_a & keys_b) == 4  # two n, two replicates
+    assert sorted(submitted) == sorted(keys_a | keys_b)  # each once
+    assert set(sa.keys()) == keys_a and set(sb.keys()) == keys_b
+    submitted.clear()
+    sc = run_sweeps([(c, tmp_path / "c"), (a, tmp_path / "a")], workers=2, progress=False)[0]
+    assert submitted == [] and set(sc.keys()) == {r.key for r in c.runs(0)}
+    for spec, store in ((b, sb), (c, sc)):
+        alone = run_sweep(spec, tmp_path / f"{spec.id}-alone", workers=1, progress=False)
+        pd.testing.assert_frame_equal(_sorted(store.read()), _sorted(alone.read()))
+
+
 @pytest.mark.parametrize("backend", ["dask", "ray"])
 def test_backends_give_identical_results(backend, tmp_path):
     """... and leave the caller's environment as they found it (a local Dask cluster sets

@@ -101,7 +101,11 @@ class RunStore:
 
         buf = io.BytesIO()
         table.to_parquet(buf, index=False)
-        atomic_write_bytes(self.path(key), buf.getvalue())
+        self.write_bytes(key, buf.getvalue())
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        """Store a run's parquet file as it is (a run copied from another store)."""
+        atomic_write_bytes(self.path(key), data)
 
     def read(self) -> pd.DataFrame:
         """All stored runs as one table (in key order)."""

@@ -215,6 +215,11 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     most ``max_in_flight`` runs (default ``2 * workers``) are submitted or held at once: each
     finished trace is written to its store and dropped. The order changes nothing stored:
     each run's seed comes from the root seed and its replicate, and stores read in key order.
+
+    A run is simulated once however many of the sweeps hold it: its key is its config's content
+    hash and its replicate, and with one root seed the same key is the same simulation. It is
+    written to every store that lacks it, and one already stored in any of the stores is copied
+    to the others instead of run again.
     """
     from .executors import check_executor_args, make_executor
 
@@ -223,11 +228,22 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
         raise IsosimInputError(f"the root seed must be an integer >= 0, got {root_seed!r}")
     for spec, _ in jobs:  # every spec is checked before any store is created
         spec.validate()
-    stores, todo = [], []
+    stores, missing, stored = [], {}, {}
     for spec, out in jobs:
         store = RunStore.open(out, spec.to_dict(), root_seed)
         stores.append(store)
-        todo += [(run_cost(r.config), k, store, r) for k, r in enumerate(spec.runs(root_seed)) if not store.has(r.key)]
+        for r in spec.runs(root_seed):
+            if store.has(r.key):
+                stored.setdefault(r.key, store)
+            else:
+                missing.setdefault(r.key, (r, []))[1].append(store)
+    todo = []
+    for key, (run, targets) in missing.items():
+        if key in stored:
+            for store in targets:
+                store.write_bytes(key, stored[key].path(key).read_bytes())
+        else:
+            todo.append((run_cost(run.config), len(todo), targets, run))
     todo.sort(key=lambda t: -t[0])  # stable: equal costs keep the spec's order
     label = f"sweep {jobs[0][0].id}" if len(jobs) == 1 else f"{len(jobs)} sweeps"
     if not todo:
@@ -241,15 +257,17 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
                 item = next(queue, None)
                 if item is None:
                     break
-                _, _, store, run = item
+                _, _, targets, run = item
                 fut = ex.submit(run_one, run.config.to_json(), run.seed, run.key, run.replicate)
-                pending[fut] = (store, run)
+                pending[fut] = (targets, run)
             if not pending:
                 break
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in done:
-                store, run = pending.pop(fut)
-                store.write(run.key, fut.result())
+                targets, run = pending.pop(fut)
+                table = fut.result()
+                for store in targets:
+                    store.write(run.key, table)
                 bar.update()
     return stores
 

@@ -283,7 +283,7 @@ def rise(law: dict, ns_tested) -> dict:
 
 def finding_one_check(law: dict, ns_tested) -> dict:
     """Finding 1's calibration criterion for one fitted n*(C) law, as the calibration scripts
-    tabulate it: the law :func:`rise`\ s, its fitted saturation lies below log2 of the largest n
+    tabulate it: the law rises (:func:`rise`), its fitted saturation lies below log2 of the largest n
     tested, and the largest n is never on the frontier. Returns the law's parameters (rounded)
     and ``passes``."""
     row = {"n_star_top": law["n_star_top"], "largest_n_on_frontier": bool(law["n_star_max"] == max(ns_tested))}
