@@ -189,6 +189,23 @@ def test_driver_holds_at_most_max_in_flight_traces(tmp_path, monkeypatch, limit)
     assert peak[0] == limit
 
 
+def test_kernels_are_compiled_in_the_driver_before_its_workers_start(tmp_path, monkeypatch):
+    """Forked workers inherit the driver's compiled kernels (spawned ones read the cache it
+    writes): one compilation per sweep call with runs to do, none when every run is stored."""
+    import isosim.experiments.sweep as sweep_mod
+    from isosim.sim import kernels
+    from isosim.sim.run import compile_kernels
+
+    compile_kernels()
+    assert kernels.train_steps.signatures and kernels.evaluate.signatures
+    calls = []
+    monkeypatch.setattr(sweep_mod, "compile_kernels", lambda: calls.append(1))
+    spec = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 2000"))
+    run_sweep(spec, tmp_path / "s", workers=1, progress=False)
+    run_sweep(spec, tmp_path / "s", workers=1, progress=False)
+    assert calls == [1]
+
+
 def test_a_run_held_by_several_sweeps_is_simulated_once(tmp_path, monkeypatch):
     """Two sweeps sharing runs (same config, same replicate) simulate each shared run once and
     store the same table in both; a third sweep started later copies its stored runs from the

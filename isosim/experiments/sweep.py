@@ -23,6 +23,7 @@ import pandas as pd
 
 from ..errors import IsosimInputError
 from ..sim.config import ModelConfig, PopulationConfig, SimConfig, parse_text
+from ..sim.run import compile_kernels
 from .progress import progress_bar
 from .store import RunStore
 
@@ -248,6 +249,7 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     label = f"sweep {jobs[0][0].id}" if len(jobs) == 1 else f"{len(jobs)} sweeps"
     if not todo:
         return stores
+    compile_kernels()  # once here, not once per worker
     with make_executor(backend, address=address, workers=workers) as ex, progress_bar(len(todo), label, progress) as bar:
         limit = max_in_flight or 2 * ex.workers
         queue = iter(todo)
