@@ -753,3 +753,50 @@ def test_learning_rate_rule_per_run():
         replace(cfg, lr_rule="linear")
     with pytest.raises(ValueError, match="lr_ref_batch"):
         replace(cfg, lr_ref_batch=0)
+
+
+def test_an_interrupted_worker_pool_stops_its_workers_at_once():
+    """When the loop over finished runs is interrupted (here by an error in the callback; Ctrl-C
+    and, through the CLI, SIGTERM raise the same way), the spawned workers are terminated instead
+    of being left to finish a long run: the call returns within seconds and no child is left."""
+    import multiprocessing as mp
+    import time
+
+    from isosim.lm.validate import in_workers
+
+    def stop(_):
+        raise KeyboardInterrupt
+
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        in_workers(time.sleep, [0.0, 120.0, 120.0], 2, stop)
+    assert time.perf_counter() - t0 < 60
+    assert mp.active_children() == []
+    got = []
+    in_workers(math.sqrt, [4.0, 9.0], 2, got.append)  # uninterrupted: every result, then a clean shutdown
+    assert sorted(got) == [2.0, 3.0] and mp.active_children() == []
+
+
+def test_lm_validate_exits_on_sigterm_and_restores_the_handler(monkeypatch):
+    """`isosim lm validate` turns SIGTERM into an exit (so the worker pool above is stopped with
+    it) only while it runs; the process's own handler is back afterwards."""
+    import os
+    import signal
+
+    import isosim.cli.lm as cli_lm
+
+    seen = {}
+
+    def fake_validate(args):
+        seen["handler"] = signal.getsignal(signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return 0
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli_lm, "_validate", fake_validate)
+    from isosim.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["lm", "validate", "--quick", "--out", "unused"])
+    assert exc.value.code == 128 + signal.SIGTERM and seen["handler"] is cli_lm._exit_on_sigterm
+    assert signal.getsignal(signal.SIGTERM) == before

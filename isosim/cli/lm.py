@@ -5,6 +5,7 @@ Needs PyTorch (the ``lm`` extra); torch is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from ..errors import IsosimInputError
@@ -42,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=run)
 
 
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import torch
@@ -56,6 +61,15 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1 and args.device != "cpu":
         raise IsosimInputError("--workers applies to --device cpu only")
     torch.set_num_threads(args.threads)
+    # `kill PID` stops the run as Ctrl-C does: the worker processes go with it (journalled runs stay)
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _validate(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _validate(args: argparse.Namespace) -> int:
     from ..experiments.progress import quiet_flag
     from ..lm.protocol import SCALES
     from ..lm.validate import run_validate

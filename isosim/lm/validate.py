@@ -208,6 +208,29 @@ def _train_q1_job(args):  # a module-level function, so that a spawned worker ca
     return train_q1_run(*args)
 
 
+def in_workers(fn, jobs: list, workers: int, on_result) -> None:
+    """``fn(job)`` for every job in ``workers`` spawned processes, ``on_result(result)`` as each
+    ends. When anything stops the loop (an error, Ctrl-C, or SIGTERM, which ``isosim lm
+    validate`` turns into an exit), the workers are terminated at once instead of being left to
+    finish a run that nobody will read; the journal keeps every run that ended, so a rerun resumes."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    try:
+        for fut in as_completed([pool.submit(fn, job) for job in jobs]):
+            on_result(fut.result())
+    except BaseException:
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(10)
+        raise
+    pool.shutdown()
+
+
 def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str, log,
              bar=None, workers: int = 1) -> list[dict]:
     """One GRPO run per (subset, n, seed) up to the plan's C_max; returns the evaluation records
@@ -246,13 +269,7 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
         jobs = [(cfg, state, subsets[name][0], subsets[name][2], name, n, seed, c_max, device)
                 for name, n, seed in sorted(todo, key=lambda j: j[1])]  # small n first: the longest runs
         if workers > 1 and device == "cpu":
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-                futs = [pool.submit(_train_q1_job, job + (1,)) for job in jobs]
-                for fut in as_completed(futs):
-                    finish(fut.result())
+            in_workers(_train_q1_job, [job + (1,) for job in jobs], workers, finish)
         else:
             step = bar.update if bar is not None else None
             for job in jobs:
