@@ -41,15 +41,21 @@ def pytest_collection_modifyitems(session, config, items):
     with the session, runs beside every other test instead of before them. Under pytest-xdist
     (``--dist loadfile``: a file's tests go to one worker) they run first: their file is handed
     out first, its worker starts the reproduction and waits for it while the other worker takes
-    the remaining files. They must all live in one file, or a second worker would start a
-    second reproduction."""
+    the remaining files, the notebooks first. They must all live in one file, or a second
+    worker would start a second reproduction."""
     quick = [it for it in items if _uses_quick(it)]
     rest = [it for it in items if not _uses_quick(it)]
     files = {it.nodeid.split("::")[0] for it in quick}
     if files - {QUICK_FILE}:
         raise pytest.UsageError(f"tests that read {QUICK_FIXTURE} belong in {QUICK_FILE}, not in "
                                 f"{', '.join(sorted(files - {QUICK_FILE}))}")
-    items[:] = quick + rest if _xdist_worker(config) else rest + quick
+    if _xdist_worker(config):
+        # then the notebooks, the longest single items (10 to 40 s each): handed out early, they
+        # do not leave one process running a long item at the end while the other waits
+        notebooks = [it for it in rest if it.nodeid.endswith(".ipynb")]
+        items[:] = quick + notebooks + [it for it in rest if not it.nodeid.endswith(".ipynb")]
+    else:
+        items[:] = rest + quick
 
 
 @pytest.fixture(scope="session")
