@@ -23,10 +23,6 @@ def small_cfg() -> SimConfig:
 QUICK_FIXTURE = "quick_reproduction"
 #: the one file whose tests read the quick reproduction (under xdist, one worker runs a file)
 QUICK_FILE = "tests/test_findings.py"
-#: files that never run the simulator's Numba kernels, handed out first to the other process under
-#: xdist: meanwhile the quick reproduction compiles the kernels once and writes Numba's cache,
-#: which the later tests read instead of compiling them a second time (about 30 CPU-seconds)
-NO_KERNEL_FILES = ("tests/test_theory.py", "tests/test_frontier.py", "tests/test_cli_fit.py", "tests/test_config.py")
 
 
 def _uses_quick(item) -> bool:
@@ -45,8 +41,8 @@ def pytest_collection_modifyitems(session, config, items):
     with the session, runs beside every other test instead of before them. Under pytest-xdist
     (``--dist loadfile``: a file's tests go to one worker) they run first: their file is handed
     out first, its worker starts the reproduction and waits for it while the other worker takes
-    the remaining files: those that need no compiled kernels, then the notebooks, then the rest.
-    They must all live in one file, or a second worker would start a second reproduction."""
+    the remaining files, the notebooks first. They must all live in one file, or a second
+    worker would start a second reproduction."""
     quick = [it for it in items if _uses_quick(it)]
     rest = [it for it in items if not _uses_quick(it)]
     files = {it.nodeid.split("::")[0] for it in quick}
@@ -54,14 +50,10 @@ def pytest_collection_modifyitems(session, config, items):
         raise pytest.UsageError(f"tests that read {QUICK_FIXTURE} belong in {QUICK_FILE}, not in "
                                 f"{', '.join(sorted(files - {QUICK_FILE}))}")
     if _xdist_worker(config):
-        # then the files that do not need the compiled kernels (see NO_KERNEL_FILES), then the
-        # notebooks, the longest single items (10 to 40 s each): handed out early, they do not
-        # leave one process running a long item at the end while the other waits
-        def rank(it):
-            path = it.nodeid.split("::")[0]
-            return 0 if path in NO_KERNEL_FILES else 1 if path.endswith(".ipynb") else 2
-
-        items[:] = quick + sorted(rest, key=rank)
+        # then the notebooks, the longest single items (10 to 40 s each): handed out early, they
+        # do not leave one process running a long item at the end while the other waits
+        notebooks = [it for it in rest if it.nodeid.endswith(".ipynb")]
+        items[:] = quick + notebooks + [it for it in rest if not it.nodeid.endswith(".ipynb")]
     else:
         items[:] = rest + quick
 

@@ -767,14 +767,15 @@ def test_an_interrupted_worker_pool_stops_its_workers_at_once():
     def stop(_):
         raise KeyboardInterrupt
 
+    others = set(mp.active_children())  # children that earlier tests in this process left
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         in_workers(time.sleep, [0.0, 120.0, 120.0], 2, stop)
     assert time.perf_counter() - t0 < 60
-    assert mp.active_children() == []
+    assert set(mp.active_children()) <= others
     got = []
     in_workers(math.sqrt, [4.0, 9.0], 2, got.append)  # uninterrupted: every result, then a clean shutdown
-    assert sorted(got) == [2.0, 3.0] and mp.active_children() == []
+    assert sorted(got) == [2.0, 3.0] and set(mp.active_children()) <= others
 
 
 def test_lm_validate_exits_on_sigterm_and_restores_the_handler(monkeypatch):
