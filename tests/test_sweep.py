@@ -153,35 +153,46 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     pd.testing.assert_frame_equal(_sorted(resumed), _sorted(fresh))
 
 
-@pytest.mark.parametrize("limit", [1, 3])
-def test_driver_holds_at_most_max_in_flight_traces(tmp_path, monkeypatch, limit):
-    """Submitted-but-unwritten runs never exceed the in-flight limit: traces stream to the store."""
+def _watch_submissions(monkeypatch, on_submit) -> None:
+    """Make every executor a sweep opens call ``on_submit(args)`` (the arguments of ``run_one``)
+    before it submits a run."""
+    from contextlib import contextmanager
+
     import isosim.experiments.executors as executors
 
-    outstanding, peak = [0], [0]
-    real_make, real_write = executors.make_executor, RunStore.write
+    real_make = executors.make_executor
 
-    class Counting:
+    class Watched:
         def __init__(self, ex):
             self.ex, self.workers = ex, ex.workers
 
         def submit(self, fn, *args):
-            outstanding[0] += 1
-            peak[0] = max(peak[0], outstanding[0])
+            on_submit(args)
             return self.ex.submit(fn, *args)
 
-    from contextlib import contextmanager
-
     @contextmanager
-    def counting_executor(*a, **k):
+    def watched_executor(*a, **k):
         with real_make(*a, **k) as ex:
-            yield Counting(ex)
+            yield Watched(ex)
+
+    monkeypatch.setattr(executors, "make_executor", watched_executor)
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_driver_holds_at_most_max_in_flight_traces(tmp_path, monkeypatch, limit):
+    """Submitted-but-unwritten runs never exceed the in-flight limit: traces stream to the store."""
+    outstanding, peak = [0], [0]
+    real_write = RunStore.write
+
+    def submitted(_):
+        outstanding[0] += 1
+        peak[0] = max(peak[0], outstanding[0])
 
     def write(self, key, table):
         outstanding[0] -= 1
         real_write(self, key, table)
 
-    monkeypatch.setattr(executors, "make_executor", counting_executor)
+    _watch_submissions(monkeypatch, submitted)
     monkeypatch.setattr(RunStore, "write", write)
     spec = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 4000"))
     store = run_sweep(spec, tmp_path / "b", workers=2, progress=False, max_in_flight=limit)
@@ -212,28 +223,10 @@ def test_a_run_held_by_several_sweeps_is_simulated_once(tmp_path, monkeypatch):
     others' stores; and the stores equal those of separate, independent sweeps."""
     import dataclasses
 
-    import isosim.experiments.executors as executors
     from isosim.experiments.sweep import run_sweeps
 
     submitted = []
-    real_make = executors.make_executor
-
-    class Counting:
-        def __init__(self, ex):
-            self.ex, self.workers = ex, ex.workers
-
-        def submit(self, fn, *args):
-            submitted.append(args[2])  # the run's key
-            return self.ex.submit(fn, *args)
-
-    from contextlib import contextmanager
-
-    @contextmanager
-    def counting_executor(*a, **k):
-        with real_make(*a, **k) as ex:
-            yield Counting(ex)
-
-    monkeypatch.setattr(executors, "make_executor", counting_executor)
+    _watch_submissions(monkeypatch, lambda args: submitted.append(args[2]))  # the run's key
     a = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 4000"))
     b = dataclasses.replace(a, id="shared-b", n=(2, 4, 16))  # n = 2 and 4 shared with a
     c = dataclasses.replace(a, id="shared-c", n=(4, 8))  # all stored by then
