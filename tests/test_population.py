@@ -152,3 +152,42 @@ def test_validation_bands_can_differ_from_training():
     assert np.all(pop.val.base_pass[pop.val.band == "very-easy"] >= 0.6)
     with pytest.raises(IsosimInputError, match="unknown band"):
         PopulationConfig(val_mixture_weights=(("medium", 1.0),)).validate()
+
+
+def test_confidence_flattens_only_the_problems_the_base_policy_rarely_solves():
+    """kappa_i = floor + (1 - floor)(1 - exp(-q_i / knee)): 1 where q_i >> knee, floor at q_i = 0,
+    monotone in q_i; floor 1 draws exactly the unscaled generator."""
+    from isosim.sim.models import strategies
+
+    cfg = ModelConfig(confidence_floor=0.2, confidence_knee=0.05)
+    q = np.linspace(0.0, 1.0, 201)
+    k = strategies.confidence(cfg, q)
+    assert k[0] == pytest.approx(0.2) and np.all(np.diff(k) > 0) and np.all(k <= 1.0)
+    assert np.all(k[q >= 0.3] > 1 - 0.8 * np.exp(-6) - 1e-12)
+    off = ModelConfig(confidence_floor=1.0)
+    world = strategies.make_world(off, np.random.default_rng(1))
+    a = strategies.draw(off, world, np.random.default_rng(2), 200)
+    b = strategies.draw(cfg, world, np.random.default_rng(2), 200)
+    assert np.array_equal(a.rewards, b.rewards) and np.array_equal(a.features, b.features)
+    from isosim.sim.models.base import pass_rates_of_logits
+
+    q0 = pass_rates_of_logits(a.base_logits, a.rewards)
+    assert np.allclose(b.base_logits, a.base_logits * strategies.confidence(cfg, q0)[:, None])
+
+
+def test_a_less_confident_base_brings_the_hard_bands_right_strategies_within_reach():
+    """The mechanism behind the hard set's learning: with a calibrated base (floor < 1) fewer hard
+    problems have their right strategies many nats below the base's favourites, and the hard band's
+    base pass rate rises, while the easy band's problems (q_i well above the knee) keep their shape."""
+    from isosim.sim.models.base import log_odds_of_logits
+
+    out = {}
+    for floor in (1.0, 0.2):
+        model = ModelConfig(confidence_floor=floor, confidence_knee=0.02)
+        hard = build_population(PopulationConfig(preset="hard", measure="exact", train_size=50, val_size=400), model)
+        easy = build_population(PopulationConfig(preset="easy", measure="exact", train_size=50, val_size=400), model)
+        far = np.mean(log_odds_of_logits(hard.val.problems.base_logits, hard.val.problems.rewards) < -8)
+        out[floor] = (far, hard.val.base_pass.mean(), easy.val.base_pass.mean())
+    assert out[0.2][0] < out[1.0][0] - 0.2
+    assert out[0.2][1] > 2 * out[1.0][1]
+    assert abs(out[0.2][2] - out[1.0][2]) < 0.05

@@ -22,7 +22,7 @@ from .advantages import ADVANTAGES
 from .models import MODELS
 
 #: bump when a change alters the numbers a config produces
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 BANDS: dict[str, tuple[float, float]] = {
     "easy": (0.3, 0.6),
@@ -127,11 +127,16 @@ class ModelConfig:
     rank: int = 8
     generality_a: float = 0.5
     generality_b: float = 4.0
-    prior_scale: float = 8.0  # (calibrated) std of the shared base logits beta0
-    embed_scale: float = 8.0  # (calibrated) std of the problem-specific base logits z_i V0
+    prior_scale: float = 10.0  # (calibrated) std of the shared base logits beta0
+    embed_scale: float = 10.0  # (calibrated) std of the problem-specific base logits z_i V0
     skill_link: float = 0.7  # share of the variance of "s solves i" explained by z_i (0: independent)
     execution_a: float = 8.0  # (calibrated) execution reliability e_i ~ Beta(execution_a, execution_b); 0: e_i = 1
     execution_b: float = 2.0
+    # a calibrated base model: problem i's base logits are kappa_i (beta0 + z_i V0) with
+    # kappa_i = floor + (1 - floor) (1 - exp(-q_i / knee)), q_i the share of the unscaled base policy's
+    # mass on correct strategies: where it rarely picks a right strategy it is also unsure (floor 1: off)
+    confidence_floor: float = 0.25  # (calibrated on both bands: paper_figures/calibration_confidence.md)
+    confidence_knee: float = 0.02  # (calibrated)
     # features
     dim: int = 16
     common: float = 0.5
@@ -159,6 +164,10 @@ class ModelConfig:
             _check(_finite(getattr(self, name)) and getattr(self, name) >= 0, f"{name} must be >= 0")
         _check(_finite(self.logit_mean), "logit_mean must be finite")
         _check(_finite(self.common) and 0.0 <= self.common <= 1.0, f"common must be in [0, 1], got {self.common}")
+        _check(_finite(self.confidence_floor) and 0.0 < self.confidence_floor <= 1.0,
+               f"confidence_floor must be in (0, 1], got {self.confidence_floor}")
+        _check(_finite(self.confidence_knee) and self.confidence_knee > 0,
+               f"confidence_knee must be > 0, got {self.confidence_knee}")
         _check(_finite(self.skill_link) and 0.0 <= self.skill_link <= 1.0,
                f"skill_link must be in [0, 1], got {self.skill_link}")
         sc = MODELS[self.kind].path_scales(self)

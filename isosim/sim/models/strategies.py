@@ -11,6 +11,11 @@ share correct strategies and interferes where they do not: pushing mass onto
 popular strategies removes coverage of problems only rare strategies solve. The
 per-problem offsets ``u_i`` memorise and do not transfer.
 
+Confidence: with ``confidence_floor < 1`` the base logits of problem i are scaled by
+``kappa_i`` (:func:`confidence`): the base model is less sure where it is wrong. A hard
+problem is then one the base policy spreads over strategies that mostly fail, not one it is
+certain of a wrong answer on, so its right strategies stay within reach.
+
 Execution: with ``execution_a > 0`` a rollout that takes a correct strategy still fails
 with probability ``1 - e_i``, ``e_i ~ Beta(execution_a, execution_b)`` drawn per problem
 and independent of everything else (slips in carrying the strategy out on this problem).
@@ -24,14 +29,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .base import PathScales, Problems
+from .base import PathScales, Problems, pass_rates_of_logits
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
 
 NAME = "strategies"
 KNOBS = ("n_strategies", "rank", "generality_a", "generality_b", "prior_scale", "embed_scale",
-         "skill_link", "execution_a", "execution_b")
+         "skill_link", "execution_a", "execution_b", "confidence_floor", "confidence_knee")
 
 
 def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
@@ -65,10 +70,25 @@ def solves(cfg: ModelConfig, world: dict, rng: np.random.Generator, z: np.ndarra
     return (score > ndtri(1.0 - q)).astype(float)
 
 
+def confidence(cfg: ModelConfig, q: np.ndarray) -> np.ndarray:
+    """``kappa_i = floor + (1 - floor) (1 - exp(-q_i / knee))``: the inverse temperature of problem
+    i's base policy, from ``q_i``, the mass its unscaled logits put on correct strategies.
+
+    A base model is calibrated: where it rarely picks a right strategy it is also unsure, its
+    logits flattened towards uniform (``kappa_i -> floor`` as ``q_i -> 0``), so a hard problem's
+    right strategies sit a few nats below its favourites instead of tens of nats, within reach of
+    a first success at large n and of what transfer teaches. Where it often picks one
+    (``q_i >> knee``), ``kappa_i`` is 1 and the policy is unchanged.
+    """
+    return cfg.confidence_floor + (1.0 - cfg.confidence_floor) * -np.expm1(-q / cfg.confidence_knee)
+
+
 def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> Problems:
     z = rng.normal(size=(size, cfg.rank))
     y = solves(cfg, world, rng, z)
     logits = world["beta0"][None, :] + z @ world["V0"]
+    if cfg.confidence_floor < 1:
+        logits = logits * confidence(cfg, pass_rates_of_logits(logits, y))[:, None]
     execution = None
     if cfg.execution_a > 0:
         e = np.clip(rng.beta(cfg.execution_a, cfg.execution_b, size), 1e-12, 1 - 1e-12)
