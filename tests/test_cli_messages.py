@@ -1,0 +1,53 @@
+"""What a new user meets at the command line: device options checked before work, targets printed
+only where they apply, readable tables, warnings on fits that do not deserve trust."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from isosim.cli import main
+
+
+def _one_line_error(capsys, args, message):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    return err
+
+
+def test_bench_device_without_lm_is_refused(capsys):
+    _one_line_error(capsys, ["bench", "--device", "cuda"], "--device applies to --lm only")
+    _one_line_error(capsys, ["bench", "--device", "cpu", "--no-sweep"], "--device applies to --lm only")
+
+
+def test_bench_lm_cuda_without_a_gpu_is_one_line(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    _one_line_error(capsys, ["bench", "--lm", "--device", "cuda"], "no CUDA device")
+
+
+def _bench_result(ratio_64=5.0, speedup=7.5):
+    return {"step_us_by_n": {"2": {"step_us": 30.0, "floor_us": 20.0, "ratio_to_floor": 1.5},
+                             "8": {"step_us": 40.0, "floor_us": 10.0, "ratio_to_floor": 4.0},
+                             "64": {"step_us": 50.0, "floor_us": 10.0, "ratio_to_floor": ratio_64}},
+            "numba_rollouts_per_s": 1e6, "numpy_rollouts_per_s": 1e6 / speedup, "speedup": speedup,
+            "step_cost_ratio_n2048_n8": 1.2, "simulate_peak_rss_mb": 340.0, "trace_rows_m1000": 220,
+            "trace_rows_m10000": 220, "sweep_configs_per_s_1_worker": 1.0, "sweep_configs_per_s_2_workers": 1.5,
+            "sweep_speedup_2_workers": 1.5}
+
+
+def test_bench_prints_each_target_only_where_it_applies():
+    from isosim.cli.bench import format_benchmark
+
+    lines = format_benchmark(_bench_result(), cores=2).splitlines()
+    by_n = {ln.split(":")[0].split("=")[1].strip(): ln for ln in lines if ln.strip().startswith("n =")}
+    assert by_n["2"].endswith("(target <= 3: met)")
+    assert by_n["8"].endswith("(target <= 3: not met)")
+    assert "target" not in by_n["64"]
+    text = "\n".join(lines)
+    assert "(target >= 30x: not met)" in text and "(target <= 1.5: met)" in text
+    assert "(target < 300 MB: not met)" in text and "(target >= 1.7x: not met)" in text
+    one_core = format_benchmark(_bench_result(), cores=1)
+    assert "1.7x" not in one_core and "no target" in one_core
