@@ -51,3 +51,20 @@ def test_bench_prints_each_target_only_where_it_applies():
     assert "(target < 300 MB: not met)" in text and "(target >= 1.7x: not met)" in text
     one_core = format_benchmark(_bench_result(), cores=1)
     assert "1.7x" not in one_core and "no target" in one_core
+
+
+def test_simulate_table_keeps_long_names_apart():
+    import re
+
+    from isosim.cli.simulate import final_table
+
+    metrics = ["avg@1", "worst@4", "avg@1:sampled", "worst@4:sampled"]
+    final = {split: {m: 0.5 for m in metrics} for split in ("train", "val", "val/very-easy")}
+    lines = final_table(final).splitlines()
+    assert lines[0].split() == ["split", *metrics]
+    assert [ln.split()[0] for ln in lines[1:]] == ["train", "val", "val/very-easy"]
+    # every column ends at the same place on every line (right-aligned under its name)
+    ends = [[m.end() for m in re.finditer(r"\S+", ln)][1:] for ln in lines]
+    assert all(e == ends[0] for e in ends)
+    # a short table keeps its 12-character columns
+    assert final_table({"train": {"avg@1": 1.0}, "val": {"avg@1": 0.5}}).splitlines()[1] == f"{'train':<12}{1.0:>12.4f}"
