@@ -68,3 +68,62 @@ def test_simulate_table_keeps_long_names_apart():
     assert all(e == ends[0] for e in ends)
     # a short table keeps its 12-character columns
     assert final_table({"train": {"avg@1": 1.0}, "val": {"avg@1": 0.5}}).splitlines()[1] == f"{'train':<12}{1.0:>12.4f}"
+
+
+def test_trace_curve_has_the_documented_columns(small_cfg):
+    from isosim import simulate
+
+    curve = simulate(small_cfg.replace(allocation={"steps": 5}), 0).curve("avg@4", "val")
+    assert list(curve.columns) == ["step", "compute_rollouts", "compute_tokens", "value"]
+    assert curve["step"].is_monotonic_increasing and len(curve) >= 2
+
+
+def test_error_texts_show_plain_numbers(tmp_path, capsys):
+    from isosim.errors import shown
+
+    assert shown(np.float64("nan")) == "nan" and shown(np.int64(-100)) == "-100" and shown("x") == "'x'"
+    bad = tmp_path / "runs.csv"
+    pd.DataFrame({"run": ["a", "b"], "n": [2, -100], "B_problem": [8, 8], "compute": [1.0, 2.0],
+                  "avg@4": [0.1, 0.2]}).to_csv(bad, index=False)
+    err = _one_line_error(capsys, ["fit", str(bad), "--n-boot", "0"], "(row 2: -100)")
+    assert "np." not in err
+
+
+def test_huge_integer_message_names_the_side(capsys):
+    with pytest.raises(SystemExit):
+        main(["plan", "--pass-rates", "x.csv", "--budget", "1e6", "--b-max", "1e30"])
+    err = capsys.readouterr().err
+    assert "below 2**63" in err and "-2**63" not in err
+
+
+def test_train_size_help_says_what_zero_means(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "0 takes the preset's size (6000 easy, 5000 hard" in out
+
+
+def test_store_names_a_changed_setting_of_the_same_sweep(tmp_path):
+    from isosim.errors import IsosimInputError
+    from isosim.experiments.store import RunStore
+
+    spec = {"id": "f-easy-quick", "question": "Q1", "base": {"model": {"shared": 0.06}}}
+    RunStore.open(tmp_path / "s", spec, 0)
+    other = {**spec, "base": {"model": {"shared": 1.0}}}
+    with pytest.raises(IsosimInputError, match=r"sweep f-easy-quick with other settings \(a different base\)"):
+        RunStore.open(tmp_path / "s", other, 0)
+    with pytest.raises(IsosimInputError, match="a different sweep"):
+        RunStore.open(tmp_path / "s", {**spec, "id": "q1-easy"}, 0)
+
+
+def test_calibrate_api_reads_a_pass_rate_path_and_refuses_junk(tmp_path):
+    from isosim.calibrate.calibration import check_pass_rates
+    from isosim.errors import IsosimInputError
+
+    path = tmp_path / "rates.csv"
+    pd.DataFrame({"pass_rate": [0.2, 0.5]}).to_csv(path, index=False)
+    assert check_pass_rates(str(path)).tolist() == [0.2, 0.5]
+    with pytest.raises(IsosimInputError):
+        check_pass_rates(str(tmp_path / "missing.csv"))
+    with pytest.raises(IsosimInputError, match="pass rates must be numbers"):
+        check_pass_rates(["a", "b"])

@@ -161,8 +161,16 @@ def fitted_knobs(base: SimConfig, names=None) -> tuple[K.Knob, ...]:
 
 
 def check_pass_rates(values) -> np.ndarray:
-    """Per-problem base pass rates: a non-empty array of numbers in [0, 1]."""
-    v = np.asarray(values, dtype=float).ravel()
+    """Per-problem base pass rates: a non-empty array of numbers in [0, 1], or the path of a file
+    :func:`isosim.sim.population.load_pass_rates` reads."""
+    if isinstance(values, (str, Path)):
+        from ..sim.population import load_pass_rates
+
+        values = load_pass_rates(values)
+    try:
+        v = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise IsosimInputError("pass rates must be numbers in [0, 1] (an array, or the path of a pass-rate file)") from None
     if v.size == 0:
         raise IsosimInputError("the pass-rate file holds no problems")
     if not np.all(np.isfinite(v)) or np.any((v < 0) | (v > 1)):
@@ -208,7 +216,7 @@ def calibrate(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", *, val_pass
     allocations match the pilots' measured ``metric``.
 
     ``runs``: the pilots, a DataFrame in the ``isosim fit`` format; ``pass_rates``: the base
-    model's per-problem pass rates on the training problems; ``val_pass_rates``: on the
+    model's per-problem pass rates on the training problems (an array, or a pass-rate file's path); ``val_pass_rates``: on the
     validation problems the pilots evaluate on (default: up to 300 of the training ones);
     ``budget``: refuse pilots that ran past it; ``workers``: processes (default 2 where there
     are two cores). Bad input raises :class:`IsosimInputError` before any fitting."""

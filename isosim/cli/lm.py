@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores); "
                                                         "the same as --scale quick")
     v.add_argument("--scale", choices=("quick", "medium", "full"), default=None,
-                   help="configuration: quick (CI, minutes), medium (2 CPU cores, about 45 minutes with --workers 2: "
+                   help="configuration: quick (CI, minutes), medium (2 CPU cores, about 27 minutes of idle cores with --workers 2: "
                         "n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores) or full (one GPU; the default)")
     v.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=1,
                    help=f"processes training the Q1 runs in parallel, 1 to {MAX_WORKERS}, one torch thread each "

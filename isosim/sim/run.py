@@ -50,8 +50,10 @@ class Trace:
         return {m: float(v) for m, v in zip(last["metric"], last["value"])}
 
     def curve(self, metric: str, split: str = "val") -> pd.DataFrame:
+        """One metric of one split over the run: columns ``step, compute_rollouts, compute_tokens, value``."""
         t = self.table
-        return t[(t["split"] == split) & (t["metric"] == metric)].reset_index(drop=True)
+        rows = t[(t["split"] == split) & (t["metric"] == metric)]
+        return rows[["step", "compute_rollouts", "compute_tokens", "value"]].reset_index(drop=True)
 
     def wide(self) -> pd.DataFrame:
         """One row per (step, split), one column per metric."""
