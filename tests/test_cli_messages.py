@@ -127,3 +127,69 @@ def test_calibrate_api_reads_a_pass_rate_path_and_refuses_junk(tmp_path):
         check_pass_rates(str(tmp_path / "missing.csv"))
     with pytest.raises(IsosimInputError, match="pass rates must be numbers"):
         check_pass_rates(["a", "b"])
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_lm_validate_without_scale_takes_the_devices_scale_and_says_so(tmp_path, capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    import isosim.lm.validate as validate
+
+    seen = {}
+
+    def fake_run_validate(out, config, device, **kwargs):
+        seen.update(config=config, device=device)
+        raise _Stop
+
+    monkeypatch.setattr(validate, "run_validate", fake_run_validate)
+    with pytest.raises(_Stop):
+        main(["lm", "validate", "--out", str(tmp_path / "lm")])
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert seen["device"] == expected
+    from isosim.lm.protocol import SCALES
+
+    scale = "full" if expected == "cuda" else "medium"
+    assert seen["config"] == SCALES[scale]()
+    err = capsys.readouterr().err
+    assert f"no --scale given: {scale}" in err and f"{expected} device found" in err
+    with pytest.raises(_Stop):  # an explicit scale says nothing
+        main(["lm", "validate", "--quick", "--out", str(tmp_path / "lm")])
+    assert "no --scale given" not in capsys.readouterr().err
+
+
+def test_progress_without_a_terminal_is_a_line_every_few_percent(capsys):
+    from isosim.experiments.progress import LOG_STEP, progress_bar
+
+    with progress_bar(200, "sweep x", None) as bar:  # pytest's captured stderr is not a terminal
+        for _ in range(200):
+            bar.update()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("sweep x:   0% 0/200") and lines[-1].startswith("sweep x: 100% 200/200")
+    assert len(lines) == round(1 / LOG_STEP) + 1 and "\r" not in "".join(lines)
+    with progress_bar(200, "sweep x", False) as bar:  # --quiet
+        bar.update(200)
+    assert capsys.readouterr().err == ""
+
+
+def test_first_compilation_is_announced(capsys, monkeypatch):
+    import subprocess
+    import sys
+
+    import isosim.sim.run as run
+    from isosim.experiments.progress import note_compiling
+
+    monkeypatch.setattr(run, "kernels_cached", lambda: False)
+    assert note_compiling() and "compiling the simulation kernels" in capsys.readouterr().err
+    assert note_compiling(False) and capsys.readouterr().err == ""
+    monkeypatch.setattr(run, "kernels_cached", lambda: True)
+    assert not note_compiling() and capsys.readouterr().err == ""
+    # an empty Numba cache is seen as cold
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        out = subprocess.run([sys.executable, "-c", "from isosim.sim.run import kernels_cached; print(kernels_cached())"],
+                             capture_output=True, text=True, env={**os.environ, "NUMBA_CACHE_DIR": cache})
+    assert out.stdout.strip() == "False", out.stderr

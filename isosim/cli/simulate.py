@@ -39,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix not in (".parquet", ".csv"):
         raise IsosimInputError(f"--out must end in .parquet or .csv, got {out.name}")
+    from ..experiments.progress import note_compiling
+
+    note_compiling()
     trace = simulate(cfg, args.seed)
     if out is not None:
         write_trace(trace, out)
