@@ -193,3 +193,93 @@ def test_first_compilation_is_announced(capsys, monkeypatch):
         out = subprocess.run([sys.executable, "-c", "from isosim.sim.run import kernels_cached; print(kernels_cached())"],
                              capture_output=True, text=True, env={**os.environ, "NUMBA_CACHE_DIR": cache})
     assert out.stdout.strip() == "False", out.stderr
+
+
+def _n_star_table():
+    return pd.DataFrame({"compute": [1e4, 1e5, 1e6, 1e7], "n": [4, 8, 64, 256], "value": [0.1, 0.2, 0.3, 0.4]})
+
+
+def _analysis(**law):
+    from types import SimpleNamespace
+
+    from isosim.analysis.fit import ScalingLawFit
+
+    params = {"L": 6.0, "k": 2.0, "log10_C0": 5.5, "b": 2.0, "r2": 0.95, **law}
+    return SimpleNamespace(law=ScalingLawFit(**params), n_star=_n_star_table(),
+                           runs=pd.DataFrame({"n": [4, 8, 64, 256]}))
+
+
+def test_fit_warns_on_a_law_not_to_trust():
+    from isosim.analysis.fit import law_bounds, law_warnings
+
+    assert law_warnings(_analysis()) == []
+    L_max = law_bounds(_n_star_table())["L"][1]
+    assert L_max == pytest.approx(60.0)  # ten times the span of log2 n* (2 to 8)
+    warnings = law_warnings(_analysis(r2=0.535, L=18.25, ci={"L": (3.16, L_max)}))
+    text = " | ".join(warnings)
+    assert "R^2 0.535 is below" in text
+    assert "L: its interval reaches the fit's bound 60" in text
+    assert "n* is not determined beyond C = 1e+07" in text and "largest n measured (256)" in text
+    assert len(warnings) == 3
+
+
+def _runs_csv(tmp_path, **change):
+    from isosim.analysis.runs import load_runs
+
+    df = pd.read_csv("docs/example_runs.csv")
+    df = df[df["n"].isin([64, 128, 256, 512])]
+    for row, value in change.items():
+        df.loc[df.index[int(row[1:])], "avg@4"] = value
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    return path, load_runs
+
+
+def test_fit_refuses_a_rate_outside_0_1_and_counts_rows_without_a_value(tmp_path, capsys):
+    path, _ = _runs_csv(tmp_path, r4=1.7)
+    _one_line_error(capsys, ["fit", str(path), "--n-boot", "0"], "must lie in [0, 1] (row 5: 1.7)")
+    path, _ = _runs_csv(tmp_path, r4=np.nan, r9=np.nan)
+    assert main(["fit", str(path), "--n-boot", "0"]) == 0
+    assert "2 rows without a avg@4 value left out" in capsys.readouterr().out
+
+
+def _calibration(rmse=0.05, noise=0.01, knobs=None, agree=(1.0, 1.0)):
+    from isosim import SimConfig
+    from isosim.calibrate.calibration import Calibration
+
+    knobs = knobs or {"lr": 0.01, "prior_scale": 3.0, "skill_link": 0.4}
+    cal = Calibration(metric="avg@1", knobs=knobs, ensemble=(knobs, knobs, knobs, knobs), fit_rmse=rmse,
+                      pilot_noise_sd=noise, base=SimConfig(), train=np.full(8, 0.3), val=np.full(8, 0.3),
+                      b_problem=8, pilot_budget=1e4, pilot_ns=(2, 16))
+    curve = pd.DataFrame({"compute": [1e4, 2e4], "n": [32, 32], "n_low": [64, 64], "n_high": [64, 64],
+                          "agree": list(agree)})
+    return cal, curve
+
+
+def test_calibrate_judges_its_fit_against_the_noise():
+    cal, curve = _calibration(rmse=0.0508, noise=0.00965)
+    assert not cal.within_noise
+    (warning,) = cal.warnings(curve)
+    assert "misses the pilots by 5.3 times their noise" in warning
+    cal, curve = _calibration(rmse=0.011, noise=0.01)
+    assert cal.within_noise and cal.warnings(curve) == []
+    assert cal.to_json(curve)["warnings"] == [] and cal.to_json(curve)["within_noise"] is True
+
+
+def test_calibrate_names_a_knob_at_its_edge_and_an_ensemble_that_disagrees():
+    cal, curve = _calibration(rmse=0.01, knobs={"lr": 1.0, "prior_scale": 3.0, "skill_link": 0.0},
+                              agree=(1.0, 0.0))
+    text = " | ".join(cal.to_json(curve)["warnings"])
+    assert "lr = 1 is at the top of its range [0.0001, 1]" in text
+    assert "skill_link = 0 is at the bottom of its range" in text
+    assert "disagrees with the best fit at 1 of 2 budgets (from C = 2e+04: 0% of its 4 members pick n* = 32" in text
+
+
+def test_calibrate_report_says_outside_the_noise():
+    from isosim.cli.calibrate import report
+
+    cal, curve = _calibration(rmse=0.0508, noise=0.00965)
+    cal = cal.__class__(**{**cal.__dict__, "details": {"evaluations": 40, "ensemble_rmse": [0.05] * 4}})
+    text = report(cal, curve, "pilots.csv", None, 1.0, 1.0)
+    assert "5.3 times the pilots' noise sd" in text and "outside the noise" in text
+    assert "fit within it" not in text and "warning: the best fit misses the pilots" in text

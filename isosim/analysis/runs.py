@@ -27,8 +27,9 @@ def validate_runs(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
 
     Needs ``run``, ``n``, ``B_problem`` (positive integers, fixed per run) and ``compute``
     (rollouts, >= 0) or ``step`` (compute = step * n * B_problem), at least two distinct n,
-    and, when ``metric`` is given, a numeric, non-constant metric column (NaN rows are
-    dropped). Every problem is one :class:`IsosimInputError` line.
+    and, when ``metric`` is given, a numeric, non-constant metric column (values in [0, 1] for
+    an ``@k`` metric; rows without a value are dropped and counted in ``attrs["dropped_rows"]``).
+    Every problem is one :class:`IsosimInputError` line.
     """
     if not isinstance(df, pd.DataFrame):
         _fail(f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -96,9 +97,17 @@ def _metric_column(d: pd.DataFrame, metric: str) -> pd.DataFrame:
     if junk.any() or np.isinf(vals).any():
         row = int(np.flatnonzero(junk | np.isinf(vals))[0])
         _fail(f"metric {metric!r} must hold finite numbers (row {row + 1}: {shown(d[metric].iloc[row])})")
+    if "@" in metric:  # avg@k, best@k, worst@k: shares of rollouts or problems
+        outside = (vals < 0) | (vals > 1)
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            _fail(f"metric {metric!r} must lie in [0, 1] (row {row + 1}: {shown(d[metric].iloc[row])})")
+    dropped = int(vals.isna().sum())
     d = d.assign(**{metric: vals}).dropna(subset=[metric])
     if d.empty:
         _fail(f"metric {metric!r} has no values")
+    # rows without a value are left out; their count is kept for the reports
+    d.attrs["dropped_rows"] = int(d.attrs.get("dropped_rows", 0)) + dropped
     if vals.max() == vals.min():
         _fail(f"metric {metric!r} is constant ({vals.max():g}): there is nothing to fit")
     return d.reset_index(drop=True)
