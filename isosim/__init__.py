@@ -5,7 +5,7 @@ Five lines from a notebook::
     from isosim import SimConfig, simulate
     cfg = SimConfig().replace(allocation={"n": 16, "b_problem": 32, "budget": 2e6})
     trace = simulate(cfg, seed=0)
-    trace.curve("avg@4", split="val")   # step, compute, value
+    trace.curve("avg@4", split="val")   # step, compute_rollouts, compute_tokens, value
 """
 __version__ = "0.1.0"
 

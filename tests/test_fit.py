@@ -179,7 +179,7 @@ def test_fit_runs_succeeds_or_raises_input_error(rows, bucket):
     except IsosimInputError as exc:
         assert "\n" not in str(exc)
         return
-    assert set(out) == {"metric", "sigmoid", "ci", "r2", "n_star", "frontier", "n_star_left_out"}
+    assert set(out) == {"metric", "sigmoid", "ci", "r2", "warnings", "n_star", "frontier", "n_star_left_out"}
 
 
 def test_bootstrap_is_reproducible_and_skips_failed_resamples():
@@ -217,7 +217,7 @@ def test_bootstrap_with_no_successes_gives_nan_cis():
 def test_fit_runs_recovers_the_example_law(example, example_runs):
     out = fit_runs(example_runs, n_boot=8, seed=1)
     assert json.loads(json.dumps(out)) == out
-    assert set(out) == {"metric", "sigmoid", "ci", "r2", "n_star", "frontier", "n_star_left_out"}
+    assert set(out) == {"metric", "sigmoid", "ci", "r2", "warnings", "n_star", "frontier", "n_star_left_out"}
     assert out["metric"] == "avg@4"
     assert set(out["sigmoid"]) == set(out["ci"]) == {"L", "k", "log10_C0", "b"}
     assert all(len(v) == 2 and v[0] <= v[1] for v in out["ci"].values())

@@ -56,7 +56,7 @@ def test_notebook_is_committed_executed_in_order(path):
 
 def test_progress_bars_follow_the_terminal(capsys, monkeypatch):
     """Long work shows a tqdm.auto bar on stderr (a widget or text bar in a notebook): by
-    default only when stderr is a terminal or in a Jupyter kernel; ``--quiet`` / ``--json``
+    default when stderr is a terminal or in a Jupyter kernel, plain lines otherwise; ``--quiet`` / ``--json``
     (``quiet_flag``) turn it off, ``progress=True`` forces it."""
     import sys
 
@@ -64,10 +64,12 @@ def test_progress_bars_follow_the_terminal(capsys, monkeypatch):
 
     assert progress.progress_enabled(None) is False  # pytest captures stderr: not a terminal
     assert progress.quiet_flag(True) is False and progress.quiet_flag(False) is None
-    for forced in (None, False):
-        with progress.progress_bar(3, "quiet", forced) as bar:
-            bar.update(3)
+    with progress.progress_bar(3, "quiet", False) as bar:
+        bar.update(3)
     assert capsys.readouterr().err == ""
+    with progress.progress_bar(3, "logged", None) as bar:  # no terminal: plain lines, no bar
+        bar.update(3)
+    assert capsys.readouterr().err.splitlines()[-1].startswith("logged: 100% 3/3")
     with progress.progress_bar(3, "forced", True) as bar:
         bar.update(3)
     assert "forced" in capsys.readouterr().err

@@ -644,7 +644,8 @@ def test_cli_theory_run(tmp_path, capsys):
     assert out.read_text().startswith(r"\documentclass")
     with pytest.raises(SystemExit):
         _parser().parse_args(["theory", "--latex", "--markdown"])
-    for bad in (str(tmp_path / "missing" / "x.md"), str(tmp_path)):
+    (tmp_path / "afile").write_text("")
+    for bad in (str(tmp_path / "afile" / "x.md"), str(tmp_path)):
         # rejected when parsed (argparse: SystemExit 2) or when run (IsosimInputError)
         with pytest.raises((IsosimInputError, SystemExit)):
             args = _parser().parse_args(["theory", "--out", bad])
@@ -655,11 +656,17 @@ def test_cli_main_reports_one_line(tmp_path, capsys, monkeypatch):
     from isosim import cli
 
     monkeypatch.setattr(cli, "SUBCOMMANDS", ("theory",))
-    assert cli.main(["theory", "--out", str(tmp_path / "nope" / "x.md")]) == 2
+    (tmp_path / "afile").write_text("")
+    assert cli.main(["theory", "--out", str(tmp_path / "afile" / "x.md")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("isosim theory: error:")
+    assert "is a file, not a folder" in err  # not reported as a missing directory
+    assert not (tmp_path / "afile").is_dir()
     assert cli.main(["theory", "--markdown", "--out", str(tmp_path / "t.md")]) == 0
     assert (tmp_path / "t.md").read_text().startswith("# isosim theory")
+    # a missing folder is created, as simulate --out creates it
+    assert cli.main(["theory", "--out", str(tmp_path / "new" / "sub" / "t.md")]) == 0
+    assert (tmp_path / "new" / "sub" / "t.md").read_text().startswith("# isosim theory")
 
 
 # --------------------------------------------------------------------------- figures

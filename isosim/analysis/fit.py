@@ -212,8 +212,8 @@ class RunsAnalysis:
     too_few_groups: tuple = ()
 
     def to_json(self) -> dict:
-        """``{"metric", "sigmoid", "ci", "r2", "n_star", "frontier", "n_star_left_out"}`` (NaN as
-        null); ``n_star_left_out``: ``[{"compute", "n", "groups"}]``, the grid points left out of
+        """``{"metric", "sigmoid", "ci", "r2", "warnings", "n_star", "frontier", "n_star_left_out"}``
+        (NaN as null); ``warnings``: :func:`law_warnings`, empty for a law to trust; ``n_star_left_out``: ``[{"compute", "n", "groups"}]``, the grid points left out of
         n*(C) because only ``groups`` (fewer than ``min_groups``) curves reach them, ``n`` the best."""
         ci = self.law.ci
         return {
@@ -221,6 +221,7 @@ class RunsAnalysis:
             "sigmoid": {p: _num(v) for p, v in self.law.params().items()},
             "ci": {p: [_num(x) for x in ci.get(p, (math.nan, math.nan))] for p in ScalingLawFit.PARAMS},
             "r2": _num(self.law.r2),
+            "warnings": law_warnings(self),
             "n_star": [
                 {"compute": float(c), "n": int(n)}
                 for c, n in zip(self.n_star["compute"], self.n_star["n"])
@@ -234,6 +235,46 @@ class RunsAnalysis:
                 for p in self.too_few_groups
             ],
         }
+
+
+#: below this R^2 the fitted law explains too little of n*(C) to be read on its own
+R2_MIN = 0.8
+
+
+def law_bounds(n_star: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """The bounds the law's fit imposes (:mod:`isosim.analysis._logistic`), in data units for
+    these n*(C) points: L and b in log2 n, k per decade, log10_C0 in log10 C."""
+    x, y = np.log10(n_star["compute"].to_numpy(float)), np.log2(n_star["n"].to_numpy(float))
+    x0, xs, y0, ys = x.min(), np.ptp(x), y.min(), np.ptp(y)
+    return {"L": (0.0, 10 * ys), "k": (-100 / xs, 100 / xs), "log10_C0": (x0 - xs, x0 + 2 * xs),
+            "b": (y0 - 10 * ys, y0 + ys)}
+
+
+def law_warnings(result: "RunsAnalysis") -> list[str]:
+    """Why the fitted law of ``result`` does not deserve trust, one sentence each (empty when
+    none): a low R^2, a parameter or an interval's end at the fit's bound, a saturation beyond
+    the largest n measured (n* is then not determined beyond the largest compute)."""
+    law, out = result.law, []
+    if not law.r2 >= R2_MIN:
+        out.append(f"R^2 {law.r2:.3f} is below {R2_MIN}: the law explains little of how n*(C) moves; "
+                   "read the n*(C) table rather than the law")
+    bounds = law_bounds(result.n_star)
+    for name, value in law.params().items():
+        lo, hi = bounds[name]
+        tol = 1e-3 * (hi - lo)
+        ends = [value, *law.ci.get(name, ())]
+        hit = [b for b in (lo, hi) if any(math.isfinite(e) and abs(e - b) <= tol for e in ends)]
+        if name == "L" and hit == [0.0]:
+            continue  # L = 0 is a flat law, a value the data can hold, not a limit of the fit
+        if hit:
+            what = "its value" if any(abs(value - b) <= tol for b in hit) else "its interval"
+            out.append(f"{name}: {what} reaches the fit's bound {hit[0]:.3g}: the data do not determine {name}")
+    n_max = int(result.runs["n"].max())
+    if law.saturation > math.log2(n_max) + 1:
+        c_max = float(result.n_star["compute"].max())
+        out.append(f"the law saturates at log2 n* = {law.saturation:.2f}, beyond the largest n measured ({n_max}): "
+                   f"n* is not determined beyond C = {c_max:.3g}")
+    return out
 
 
 def _num(x: float) -> float | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import IsosimInputError
+from ..errors import IsosimInputError, shown
 
 #: the identifying and compute columns of a runs table; every other column may be a metric
 RESERVED = ("run", "n", "B_problem", "compute", "step")
@@ -27,8 +27,9 @@ def validate_runs(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
 
     Needs ``run``, ``n``, ``B_problem`` (positive integers, fixed per run) and ``compute``
     (rollouts, >= 0) or ``step`` (compute = step * n * B_problem), at least two distinct n,
-    and, when ``metric`` is given, a numeric, non-constant metric column (NaN rows are
-    dropped). Every problem is one :class:`IsosimInputError` line.
+    and, when ``metric`` is given, a numeric, non-constant metric column (values in [0, 1] for
+    an ``@k`` metric; rows without a value are dropped and counted in ``attrs["dropped_rows"]``).
+    Every problem is one :class:`IsosimInputError` line.
     """
     if not isinstance(df, pd.DataFrame):
         _fail(f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -48,12 +49,12 @@ def validate_runs(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     bad = ~np.isfinite(raw) | (raw < 0)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        _fail(f"column {src!r} must hold numbers >= 0 (row {row + 1}: {d[src].iloc[row]!r})")
+        _fail(f"column {src!r} must hold numbers >= 0 (row {row + 1}: {shown(d[src].iloc[row])})")
     d["compute"] = raw if src == "compute" else raw * d["n"] * d["B_problem"]
     for col in ("n", "B_problem"):
         per_run = d.groupby("run", sort=False)[col].nunique()
         if (per_run > 1).any():
-            _fail(f"run {per_run.index[per_run > 1][0]!r} has several values of {col}")
+            _fail(f"run {shown(per_run.index[per_run > 1][0])} has several values of {col}")
     if metric is not None:
         d = _metric_column(d, metric)
     require_two_n(d)
@@ -79,7 +80,7 @@ def _positive_ints(col: pd.Series, name: str) -> pd.Series:
     bad = ~np.isfinite(num) | (num <= 0) | (num != np.round(num)) | (num > 2**53)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        _fail(f"column {name!r} must hold positive integers (row {row + 1}: {col.iloc[row]!r})")
+        _fail(f"column {name!r} must hold positive integers (row {row + 1}: {shown(col.iloc[row])})")
     return num.astype(np.int64)
 
 
@@ -95,10 +96,18 @@ def _metric_column(d: pd.DataFrame, metric: str) -> pd.DataFrame:
     junk = vals.isna() & d[metric].notna()
     if junk.any() or np.isinf(vals).any():
         row = int(np.flatnonzero(junk | np.isinf(vals))[0])
-        _fail(f"metric {metric!r} must hold finite numbers (row {row + 1}: {d[metric].iloc[row]!r})")
+        _fail(f"metric {metric!r} must hold finite numbers (row {row + 1}: {shown(d[metric].iloc[row])})")
+    if "@" in metric:  # avg@k, best@k, worst@k: shares of rollouts or problems
+        outside = (vals < 0) | (vals > 1)
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            _fail(f"metric {metric!r} must lie in [0, 1] (row {row + 1}: {shown(d[metric].iloc[row])})")
+    dropped = int(vals.isna().sum())
     d = d.assign(**{metric: vals}).dropna(subset=[metric])
     if d.empty:
         _fail(f"metric {metric!r} has no values")
+    # rows without a value are left out; their count is kept for the reports
+    d.attrs["dropped_rows"] = int(d.attrs.get("dropped_rows", 0)) + dropped
     if vals.max() == vals.min():
         _fail(f"metric {metric!r} is constant ({vals.max():g}): there is nothing to fit")
     return d.reset_index(drop=True)

@@ -34,6 +34,12 @@ from .surrogate import MAX_TRAIN, Surrogate, base_config, population_for, valida
 
 #: the n over which n*(C) is predicted unless a caller gives others
 DEFAULT_NS = (2, 4, 8, 16, 32, 64, 128)
+#: a fit whose RMSE exceeds the pilots' noise sd by more than this factor is outside the noise
+NOISE_FACTOR = 1.5
+#: a knob this close to an end of its range (in the optimiser's [0, 1] coordinate) is at the edge
+EDGE = 0.01
+#: below this share of the ensemble picking the best fit's n*, the ensemble disagrees with it
+AGREE_MIN = 0.5
 
 
 @dataclass(frozen=True)
@@ -91,13 +97,52 @@ class Calibration:
             c.append(float(budget))
         return np.asarray(c, float)
 
+    @property
+    def noise_ratio(self) -> float:
+        """The fit's RMSE over the pilots' noise sd (about 1 for a fit within the noise)."""
+        return self.fit_rmse / self.pilot_noise_sd if self.pilot_noise_sd > 0 else math.inf
+
+    @property
+    def within_noise(self) -> bool:
+        return self.noise_ratio <= NOISE_FACTOR
+
+    def warnings(self, n_star_curve: pd.DataFrame | None = None) -> list[str]:
+        """Why this calibration does not deserve trust, one sentence each (empty when none):
+        a best fit outside the pilots' noise, a knob at an end of its range, and budgets where
+        most of the ensemble picks another n* than the best fit."""
+        out = []
+        if not self.within_noise:
+            out.append(f"the best fit misses the pilots by {self.noise_ratio:.1f} times their noise (RMSE "
+                       f"{self.fit_rmse:.3g} against noise sd {self.pilot_noise_sd:.3g}): the surrogate does not "
+                       "reproduce these pilots, and its ensemble holds the knob sets that miss them about as much")
+        for name, value in self.knobs.items():
+            knob = K.KNOBS.get(name)
+            if knob is None:
+                continue
+            u = knob.to_unit(value)
+            if u <= EDGE or u >= 1 - EDGE:
+                end = "bottom" if u <= EDGE else "top"
+                out.append(f"{name} = {value:.4g} is at the {end} of its range [{knob.lo:g}, {knob.hi:g}]: the pilots "
+                           "ask for a value the range does not hold, so the fit is a bound, not an estimate")
+        if n_star_curve is not None and len(self.ensemble) > 1:
+            low = n_star_curve[n_star_curve["agree"] < AGREE_MIN]
+            if len(low):
+                first = low.iloc[0]
+                out.append(f"the ensemble disagrees with the best fit at {len(low)} of {len(n_star_curve)} budgets "
+                           f"(from C = {first['compute']:.3g}: {first['agree']:.0%} of its {len(self.ensemble)} "
+                           f"members pick n* = {int(first['n'])}, their n* {int(first['n_low'])} to "
+                           f"{int(first['n_high'])})")
+        return out
+
     def to_json(self, n_star_curve: pd.DataFrame | None = None) -> dict:
-        """``{"knobs", "fit_rmse", "pilot_noise_sd", "ensemble", "n_star_curve", ...}``."""
+        """``{"knobs", "fit_rmse", "pilot_noise_sd", "within_noise", "warnings", "ensemble",
+        "n_star_curve", ...}``; ``warnings``: :meth:`warnings`, empty for a fit to trust."""
         curve = [] if n_star_curve is None else [
             {"compute": float(c), "n": int(n), "n_low": int(lo), "n_high": int(hi), "agree": float(a)}
             for c, n, lo, hi, a in n_star_curve[["compute", "n", "n_low", "n_high", "agree"]].itertuples(index=False)]
         return {
             "knobs": dict(self.knobs), "fit_rmse": self.fit_rmse, "pilot_noise_sd": self.pilot_noise_sd,
+            "within_noise": self.within_noise, "warnings": self.warnings(n_star_curve),
             "ensemble": [dict(m) for m in self.ensemble], "n_star_curve": curve,
             "metric": self.metric, "B_problem": self.b_problem, "pilot_budget": self.pilot_budget,
             "pilot_n": list(self.pilot_ns), "problems": int(len(self.train)), "details": self.details,
@@ -161,8 +206,16 @@ def fitted_knobs(base: SimConfig, names=None) -> tuple[K.Knob, ...]:
 
 
 def check_pass_rates(values) -> np.ndarray:
-    """Per-problem base pass rates: a non-empty array of numbers in [0, 1]."""
-    v = np.asarray(values, dtype=float).ravel()
+    """Per-problem base pass rates: a non-empty array of numbers in [0, 1], or the path of a file
+    :func:`isosim.sim.population.load_pass_rates` reads."""
+    if isinstance(values, (str, Path)):
+        from ..sim.population import load_pass_rates
+
+        values = load_pass_rates(values)
+    try:
+        v = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise IsosimInputError("pass rates must be numbers in [0, 1] (an array, or the path of a pass-rate file)") from None
     if v.size == 0:
         raise IsosimInputError("the pass-rate file holds no problems")
     if not np.all(np.isfinite(v)) or np.any((v < 0) | (v > 1)):
@@ -208,7 +261,7 @@ def calibrate(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", *, val_pass
     allocations match the pilots' measured ``metric``.
 
     ``runs``: the pilots, a DataFrame in the ``isosim fit`` format; ``pass_rates``: the base
-    model's per-problem pass rates on the training problems; ``val_pass_rates``: on the
+    model's per-problem pass rates on the training problems (an array, or a pass-rate file's path); ``val_pass_rates``: on the
     validation problems the pilots evaluate on (default: up to 300 of the training ones);
     ``budget``: refuse pilots that ran past it; ``workers``: processes (default 2 where there
     are two cores). Bad input raises :class:`IsosimInputError` before any fitting."""

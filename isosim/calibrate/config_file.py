@@ -16,7 +16,7 @@ from pathlib import Path
 
 import tomli_w
 
-from ..errors import IsosimInputError
+from ..errors import IsosimInputError, shown
 from ..sim.config import SimConfig, parse_text
 from . import knobs as K
 
@@ -97,7 +97,7 @@ def _ensemble(cal, path: Path) -> tuple[dict[str, float], ...]:
         vals = {}
         for k, v in m.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
-                raise IsosimInputError(f"{path}: ensemble member {i + 1}: {k} must be a finite number, got {v!r}")
+                raise IsosimInputError(f"{path}: ensemble member {i + 1}: {k} must be a finite number, got {shown(v)}")
             vals[k] = float(v)
         out.append(vals)
     return tuple(out)

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.runs import validate_runs
-from ..errors import IsosimInputError
+from ..errors import IsosimInputError, shown
 from ..sim.metrics import parse_metric
 
 #: the median of a chi-square variable with one degree of freedom
@@ -89,7 +89,7 @@ def read_pilots(df: pd.DataFrame, metric: str = "avg@1") -> Pilots:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise IsosimInputError(f"metric {metric!r} must hold a finite number on every row (row {row + 1}: "
-                                   f"{df[metric].iloc[row]!r})")
+                                   f"{shown(df[metric].iloc[row])})")
     d = validate_runs(df, metric)
     v = d[metric].to_numpy(float)
     if np.any((v < 0) | (v > 1)):

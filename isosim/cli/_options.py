@@ -66,8 +66,10 @@ def _int_like(text: str) -> int:
         if not number.is_integer():
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
         value = int(number)
-    if not -INT64_LIMIT <= value < INT64_LIMIT:
-        raise argparse.ArgumentTypeError(f"expected an integer between -2**63 and 2**63 - 1, got {text!r}")
+    if value >= INT64_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected an integer below 2**63, got {text!r}")
+    if value < -INT64_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected an integer of at least -2**63, got {text!r}")
     return value
 
 
@@ -184,6 +186,11 @@ def _help(section: str, name: str, default: Any) -> str:
     if (section, name) == ("algo", "advantage"):
         aliases = "; ".join(f"{a.name}: {', '.join(a.aliases)}" for a in advantages.ADVANTAGES.values())
         return f"{text}: one of {', '.join(advantages.NAMES)}, or an alias ({aliases})"
+    if (section, name) == ("population", "train_size"):
+        from ..sim.config import DEFAULT_TRAIN_SIZE
+
+        sizes = ", ".join(f"{v} {k}" for k, v in DEFAULT_TRAIN_SIZE.items())
+        return f"{text}: 0 takes the preset's size ({sizes}; 6000 for a mixture)"
     if (section, name) == ("model", "kind"):
         return f"{text}: " + ", ".join(f"{m} (knobs: {', '.join(mod.KNOBS)})" for m, mod in MODELS.items())
     return text

@@ -119,8 +119,12 @@ def report(cal, curve, source: str, out: str | None, seconds: float, cpu: float)
         "",
         "fitted (mean field, scipy.optimize.least_squares): "
         + ", ".join(f"{k} = {v:.4g}" for k, v in cal.knobs.items()),
-        f"fit RMSE {cal.fit_rmse:.3g}; the pilots' noise sd {cal.pilot_noise_sd:.3g} ({how}); "
-        f"{len(cal.ensemble)} knob sets fit within it (95% likelihood-ratio region, {d['evaluations']} evaluated):",
+        (f"fit RMSE {cal.fit_rmse:.3g}, within the pilots' noise sd {cal.pilot_noise_sd:.3g} ({how}); "
+         f"{len(cal.ensemble)} knob sets fit within it (95% likelihood-ratio region, {d['evaluations']} evaluated):"
+         if cal.within_noise else
+         f"fit RMSE {cal.fit_rmse:.3g}, {cal.noise_ratio:.1f} times the pilots' noise sd {cal.pilot_noise_sd:.3g} "
+         f"({how}): outside the noise; {len(cal.ensemble)} knob sets fit about as well as the best (95% "
+         f"likelihood-ratio region widened to the misfit, {d['evaluations']} evaluated):"),
         "",
         "  " + "".join(f"{k:>13}" for k in names) + f"{'rmse':>10}",
     ]
@@ -130,6 +134,9 @@ def report(cal, curve, source: str, out: str | None, seconds: float, cpu: float)
               f"  {'compute':>10} {'n*':>6} {'low':>6} {'high':>6} {'agree':>6}"]
     for c, n, lo, hi, a in curve[["compute", "n", "n_low", "n_high", "agree"]].itertuples(index=False):
         lines.append(f"  {c:>10.3g} {n:>6} {lo:>6} {hi:>6} {a:>6.0%}")
+    warnings = cal.warnings(curve)
+    if warnings:
+        lines += ["", "do not trust this calibration as it stands:"] + [f"  warning: {w}" for w in warnings]
     if out:
         lines += ["", f"wrote {out} (isosim plan --model-config {out}; isosim simulate --config {out})"]
     lines += ["", f"{seconds:.1f} s ({cpu:.1f} CPU seconds)"]

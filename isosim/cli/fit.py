@@ -117,8 +117,18 @@ def report(result: RunsAnalysis, source: str = "") -> str:
     ]
     for name, value in law.params().items():
         lines.append(f"  {name:<9} {value:>8.3f}  {_ci(law, name)}")
+    from ..analysis.fit import law_warnings
+
+    warnings = law_warnings(result)
+    beyond = any(w.startswith("the law saturates") for w in warnings)
     lines += [
         "",
-        f"  R^2 {law.r2:.3f}; saturation L + b = {law.saturation:.2f} (n* -> {2 ** law.saturation:.0f})",
+        f"  R^2 {law.r2:.3f}; saturation L + b = {law.saturation:.2f} "
+        + ("(beyond the n measured: n* not determined past the largest C)" if beyond
+           else f"(n* -> {2 ** law.saturation:.0f})"),
     ]
+    dropped = int(runs.attrs.get("dropped_rows", 0))
+    if dropped:
+        lines.append(f"  {dropped} row{'s' if dropped > 1 else ''} without a {result.metric} value left out")
+    lines += [f"  warning: {w}" for w in warnings]
     return "\n".join(lines)

@@ -24,12 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores); "
                                                         "the same as --scale quick")
     v.add_argument("--scale", choices=("quick", "medium", "full"), default=None,
-                   help="configuration: quick (CI, minutes), medium (2 CPU cores, about 45 minutes with --workers 2: "
-                        "n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores) or full (one GPU; the default)")
+                   help="configuration: quick (CI, minutes), medium (2 CPU cores, about 27 minutes of idle cores with --workers 2: "
+                        "n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores) or full (one GPU); default: full where a "
+                        "CUDA device is found, medium otherwise")
     v.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=1,
                    help=f"processes training the Q1 runs in parallel, 1 to {MAX_WORKERS}, one torch thread each "
                         "(CPU only; default 1)")
-    v.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="torch device (default cpu)")
+    v.add_argument("--device", default=None, choices=("cpu", "cuda"),
+                   help="torch device (default: cuda where PyTorch finds a GPU, else cpu)")
     v.add_argument("--out", default="isosim-out/lm", metavar="DIR", type=output_dir,
                    help="results, base model, figures and report (default ./isosim-out/lm/); reused when rerun")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -43,6 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=run)
 
 
+#: what each scale costs, as the default-scale line says it
+SCALE_NOTES = {"medium": "sized for 2 CPU cores (about 27 minutes of idle cores with --workers 2)",
+               "full": "sized for one GPU"}
+
+
+def default_scale(device: str) -> str:
+    """The scale a run without ``--scale`` or ``--quick`` takes: the GPU configuration on a GPU,
+    the medium one (sized for 2 CPU cores) on a CPU."""
+    return "full" if device == "cuda" else "medium"
+
+
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -54,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         raise IsosimInputError('PyTorch is not installed: pip install -e ".[lm]"') from None
     if args.device == "cuda" and not torch.cuda.is_available():
         raise IsosimInputError("--device cuda: no CUDA device is available")
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() and args.workers == 1 else "cpu"
     if args.threads < 1:
         raise IsosimInputError("--threads must be >= 1")
     if args.quick and args.scale not in (None, "quick"):
@@ -74,8 +89,11 @@ def _validate(args: argparse.Namespace) -> int:
     from ..lm.protocol import SCALES
     from ..lm.validate import run_validate
 
-    scale = "quick" if args.quick else (args.scale or "full")
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else (lambda s: print(s, flush=True))
+    scale = "quick" if args.quick else (args.scale or default_scale(args.device))
+    if not args.quick and args.scale is None:
+        print(f"lm validate: no --scale given: {scale}, {SCALE_NOTES[scale]} ({args.device} device found; "
+              "--quick for a check of about 2 minutes, --scale to choose)", file=sys.stderr, flush=True)
     cfg = SCALES[scale]()
     calibrated = None
     if args.calibrate:

@@ -39,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix not in (".parquet", ".csv"):
         raise IsosimInputError(f"--out must end in .parquet or .csv, got {out.name}")
+    from ..experiments.progress import note_compiling
+
+    note_compiling()
     trace = simulate(cfg, args.seed)
     if out is not None:
         write_trace(trace, out)
@@ -49,13 +52,24 @@ def run(args: argparse.Namespace) -> int:
     print(f"config {info['config_id']}: {info['steps']} steps, {info['compute_rollouts']:,} rollouts "
           f"(n={cfg.allocation.n}, B_problem={cfg.allocation.b_problem}, model={cfg.model.kind}, "
           f"preset={cfg.population.preset})")
-    metrics = [m for m in info["final"]["val"] if "@" in m]
-    print(f"{'split':<12}" + "".join(f"{m:>12}" for m in metrics))
-    for split, vals in info["final"].items():
-        print(f"{split:<12}" + "".join(f"{vals.get(m, float('nan')):>12.4f}" for m in metrics))
+    print(final_table(info["final"]))
     if out is not None:
         print(f"trace written to {out}")
     return 0
+
+
+def final_table(final: dict) -> str:
+    """The final metrics, one row per split: every column as wide as its longest name or value
+    (at least 12), so that long metric names (``best@4:sampled``) and splits (``val/very-easy``)
+    stay apart."""
+    metrics = [m for m in final["val"] if "@" in m]
+    first = max(12, *(len(s) + 2 for s in final))
+    widths = [max(12, len(m) + 2) for m in metrics]
+    lines = [f"{'split':<{first}}" + "".join(f"{m:>{w}}" for m, w in zip(metrics, widths))]
+    for split, vals in final.items():
+        lines.append(f"{split:<{first}}" + "".join(f"{vals.get(m, float('nan')):>{w}.4f}"
+                                                   for m, w in zip(metrics, widths)))
+    return "\n".join(lines)
 
 
 def write_trace(trace, out: Path) -> None:

@@ -41,12 +41,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _check_out_file(out: str) -> None:
-    parent = os.path.dirname(os.path.abspath(out))
-    if os.path.isdir(out):
-        raise IsosimInputError(f"--out {out!r} is a directory, expected a file path")
-    if not os.path.isdir(parent):
-        raise IsosimInputError(f"--out {out!r}: directory {parent!r} does not exist")
-    problem = output_problem(out, folder=False)  # an empty path, or a folder that cannot be written
+    """A file path that can be written: missing folders are created when it is (as ``simulate --out``)."""
+    problem = output_problem(out, folder=False)  # a folder, a path under a file, an unwritable folder
     if problem:
         raise IsosimInputError(f"--out: {problem}")
 
@@ -68,6 +64,7 @@ def _write_document(fmt: str, out: str | None) -> None:
         sys.stdout.write(text)
         return
     try:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with open(out, "w", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:

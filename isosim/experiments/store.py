@@ -41,6 +41,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def _differs(old: dict[str, Any], spec: dict[str, Any], root_seed: int) -> str:
+    """What the sweep stored in a folder is, said against the one asked for."""
+    old_id, new_id = old["spec"].get("id"), spec.get("id")
+    if old_id != new_id:
+        return f"a different sweep ({old_id}, root seed {old['root_seed']})"
+    keys = sorted(k for k in set(old["spec"]) | set(spec) if old["spec"].get(k) != spec.get(k))
+    if keys:
+        return f"sweep {old_id} with other settings (a different {', '.join(keys)})"
+    return f"a different sweep ({old_id} with root seed {old['root_seed']}, not {root_seed})"
+
+
 class RunStore:
     def __init__(self, root: Path, manifest: dict[str, Any]):
         self.root = root
@@ -57,10 +68,9 @@ class RunStore:
         if path.exists():
             store = cls.load(root)
             old = store.manifest
-            if old["spec"] != json.loads(json.dumps(spec)) or old["root_seed"] != root_seed:
-                raise IsosimInputError(
-                    f"{root} holds a different sweep ({old['spec'].get('id')}, root seed {old['root_seed']}); "
-                    "use another --out directory")
+            new = json.loads(json.dumps(spec))
+            if old["spec"] != new or old["root_seed"] != root_seed:
+                raise IsosimInputError(f"{root} holds {_differs(old, new, root_seed)}; use another --out directory")
             store.clean()
             return store
         if root.exists() and any(p for p in root.iterdir() if not p.name.startswith(".")):

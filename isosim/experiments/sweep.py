@@ -24,7 +24,7 @@ import pandas as pd
 from ..errors import IsosimInputError
 from ..sim.config import ModelConfig, PopulationConfig, SimConfig, parse_text
 from ..sim.run import compile_kernels
-from .progress import progress_bar
+from .progress import note_compiling, progress_bar
 from .store import RunStore
 
 QUESTIONS = ("Q1", "Q2", "Q3")
@@ -252,6 +252,7 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     if not todo:
         return stores
     if address is None:  # workers on this machine: compile once here, not once per worker
+        note_compiling(progress)
         compile_kernels()
     with make_executor(backend, address=address, workers=workers) as ex, progress_bar(len(todo), label, progress) as bar:
         limit = max_in_flight or 2 * ex.workers

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import IsosimInputError
+from ..errors import IsosimInputError, shown
 from .config import BANDS, ModelConfig, PopulationConfig
 from .models import Problems, model_module
 
@@ -236,7 +236,7 @@ def _numeric(col: pd.Series, path: Path, name: str) -> np.ndarray:
     bad = ~np.isfinite(values)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise IsosimInputError(f"{path}: column {name!r} row {row + 1} is not a finite number: {col.iloc[row]!r}")
+        raise IsosimInputError(f"{path}: column {name!r} row {row + 1} is not a finite number: {shown(col.iloc[row])}")
     return values
 
 
