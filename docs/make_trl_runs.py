@@ -8,7 +8,7 @@ the prompt's first word (a 0/1 reward, so TRL's `eval_reward` estimates avg@1). 
 one `GRPOTrainer` output directory (`trainer_state.json`, `training_args.bin`, TensorBoard
 events under `runs/`) at one n (`num_generations`).
 
-    python docs/make_trl_runs.py OUT_DIR [--n 2,4] [--seeds 0] [--steps 24]
+    python docs/make_trl_runs.py OUT_DIR [--n 2,4,8] [--seeds 0] [--steps 40]
 
 Needs `trl`, `transformers`, `tokenizers`, `datasets` and `torch` (the `test` extra).
 """
@@ -74,13 +74,14 @@ def copy_reward(prompts, completions, **_):
     return out
 
 
-def make_run(out: str | Path, n: int, seed: int = 0, steps: int = 24, b_problem: int = 4,
-             eval_every: int = 3, lr: float = 3e-3) -> Path:
+def make_run(out: str | Path, n: int, seed: int = 0, steps: int = 40, b_problem: int = 4,
+             eval_every: int = 4, lr: float = 1e-2, eval_prompts: int = 32) -> Path:
     """One GRPO run at ``n`` completions per prompt and ``b_problem`` prompts per step
     (``per_device_train_batch_size = n * b_problem``), evaluated every ``eval_every`` steps on
-    16 held-out prompts; returns its output directory."""
+    ``eval_prompts`` held-out prompts (4 completions each); returns its output directory."""
     offline()
     import torch
+    from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     torch.set_num_threads(1)
@@ -96,21 +97,50 @@ def make_run(out: str | Path, n: int, seed: int = 0, steps: int = 24, b_problem:
         temperature=1.0, beta=0.0, log_completions=False, eval_on_start=True,
     )
     trainer = GRPOTrainer(model=model(len(WORDS) + 2, seed), reward_funcs=copy_reward, args=args,
-                          train_dataset=prompts(512, 1000 + seed), eval_dataset=prompts(16, 7),
+                          train_dataset=prompts(512, 1000 + seed), eval_dataset=prompts(eval_prompts, 7),
                           processing_class=tok)
+    trainer.remove_callback(PrinterCallback)  # the logs go to trainer_state.json and TensorBoard, not stdout
     trainer.train()
     trainer.save_state()
     trainer.save_model()
     return out
 
 
+def base_pass_rates(out_csv: str | Path, seed: int = 0, problems: int = 128, samples: int = 16) -> Path:
+    """The base model's pass rate on the first ``problems`` training prompts of seed ``seed``
+    (``samples`` sampled completions each, as TRL samples them): a CSV with ``correct`` and
+    ``samples`` columns, the ``--pass-rates`` file of ``isosim calibrate``."""
+    offline()
+    import torch
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    tok, net = tokenizer(), model(len(WORDS) + 2, seed)
+    texts = prompts(512, 1000 + seed)["prompt"][:problems]
+    rows = []
+    with torch.no_grad():
+        for text in texts:
+            ids = tok([text] * samples, return_tensors="pt")
+            gen = net.generate(**ids, do_sample=True, max_new_tokens=2, temperature=1.0, top_k=0, top_p=1.0,
+                               pad_token_id=0, eos_token_id=1)
+            done = tok.batch_decode(gen[:, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+            rows.append(int(sum(copy_reward([text] * samples, done))))
+    out_csv = Path(out_csv)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    out_csv.write_text("correct,samples\n" + "".join(f"{c},{samples}\n" for c in rows))
+    return out_csv
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("--n", default="2,4")
+    ap.add_argument("--n", default="2,4,8")
     ap.add_argument("--seeds", default="0")
-    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--pass-rates", metavar="CSV", help="also write the base model's pass rates here")
     a = ap.parse_args(argv)
+    if a.pass_rates:
+        print(base_pass_rates(a.pass_rates))
     for n in (int(x) for x in a.n.split(",")):
         for s in (int(x) for x in a.seeds.split(",")):
             print(make_run(Path(a.out) / f"n{n}-s{s}", n, s, a.steps))
