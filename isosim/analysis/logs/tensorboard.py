@@ -45,7 +45,8 @@ def text_entries(path: Path) -> dict[str, str]:
             continue
         value = tensor_util.make_ndarray(events[-1].tensor_proto)
         item = value.flat[0] if value.size else b""
-        out[tag] = item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
+        name = tag[: -len("/text_summary")] if tag.endswith("/text_summary") else tag  # torch's writer adds it
+        out[name] = item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
     return out
 
 
