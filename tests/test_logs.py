@@ -215,6 +215,7 @@ def test_verl_file_logs_and_configs(tmp_path, capsys):
     pytest.importorskip("yaml")
     for n in (4, 16):
         _write_verl(tmp_path / f"verl-n{n}.jsonl", n, 8)
+    capsys.readouterr()  # verl's FileLogger prints where it writes
     rc = main(["fit", str(tmp_path / "verl-n4.jsonl"), str(tmp_path / "verl-n16.jsonl"), "--json", "--n-boot", "0"])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
@@ -269,6 +270,7 @@ def test_bad_logs_fail_in_one_line_naming_the_file_and_key(trl_runs, tmp_path, c
            "hist.csv", "n changes within the run", "'num_generations'")
     # a verl config that does not match its log
     _write_verl(tmp_path / "v.jsonl", 8, 16, tokens_scale=0.5)
+    capsys.readouterr()
     _fails(capsys, ["fit", str(tmp_path / "v.jsonl"), str(dirs[0]), "--plot", str(plot)], "v.jsonl",
            "perf/total_num_tokens", "not this run's", written=[plot])
     # an unreadable trainer_state.json
