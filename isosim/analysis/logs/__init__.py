@@ -64,7 +64,7 @@ def log_kind(path: str | Path) -> str | None:
     """Which trainer's log ``path`` is: ``"trl"`` (a directory with ``trainer_state.json``, or
     checkpoints holding one), ``"verl"`` (a ``.jsonl`` file, or a directory holding exactly one),
     ``"tensorboard"`` (a directory with ``events.out.tfevents.*`` files below it), ``"export"`` (a
-    CSV without the runs-table columns ``run, n, B_problem``), or None (a runs table, an isosim
+    CSV with neither an ``n`` nor a ``B_problem`` column, nor ``run`` with ``compute`` or ``step``), or None (a runs table, an isosim
     sweep folder, or nothing isosim reads)."""
     p = Path(path)
     if p.is_dir():
@@ -87,8 +87,8 @@ def log_kind(path: str | Path) -> str | None:
         except Exception:  # unreadable here: the runs-table reader reports it
             return None
         cols = {str(c).strip() for c in head.columns}
-        if {"run", "n", "B_problem"} <= cols and ({"compute", "step"} & cols):
-            return None
+        if {"n", "B_problem"} & cols or ("run" in cols and {"compute", "step"} & cols):
+            return None  # a runs table (checked, and its mistakes reported, by isosim.analysis.runs)
         return "export"
     return None
 
