@@ -24,7 +24,7 @@ def _cells(nb) -> list[tuple[str, str]]:
 
 def test_the_notebooks_and_their_sources_pair_up():
     prefixes = [p.name[:3] for p in NOTEBOOKS]
-    assert prefixes == ["01_", "02_", "03_", "04_", "05_"], [p.name for p in NOTEBOOKS]
+    assert prefixes == ["01_", "02_", "03_", "04_", "05_", "06_"], [p.name for p in NOTEBOOKS]
     assert [p.stem for p in SOURCES] == [p.stem for p in NOTEBOOKS]
 
 

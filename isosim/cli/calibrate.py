@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..errors import IsosimInputError
+from . import _logs
 from ._options import _int_like, int_range, output_file, rollout_budget
 
 DESCRIPTION = """\
@@ -37,8 +38,10 @@ def _n_list(text: str) -> tuple[int, ...]:
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("calibrate", help="fit the surrogate to pilot runs of your model",
                               description=DESCRIPTION)
-    p.add_argument("runs", metavar="RUNS", help="pilot run logs in the `isosim fit` format (CSV, TSV, Parquet or an "
-                                                "isosim sweep folder): run, n, B_problem, compute or step, metric")
+    p.add_argument("runs", metavar="RUNS", nargs="+",
+                   help="pilot run logs in the `isosim fit` format (CSV, TSV, Parquet or an isosim sweep folder: run, "
+                        "n, B_problem, compute or step, metric), or trainers' logs (TRL output directories, verl .jsonl "
+                        "logs, TensorBoard event directories, W&B / MLflow CSV exports; one per run, globs)")
     p.add_argument("--pass-rates", required=True, metavar="FILE",
                    help="the base model's per-problem pass rates on the training problems: CSV/Parquet with a "
                         "pass_rate (avg, avg@k) column, or correct and samples columns")
@@ -58,6 +61,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int_range(1, 64), metavar="K",
                    help="worker processes (default: 2 where the machine has two or more cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _logs.add_log_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -65,6 +69,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cpu0 = _cpu()
+    from ..analysis.logs import is_log
     from ..analysis.runs import load_runs
     from ..calibrate.calibration import calibrate, model_config_toml, n_grid, pilot_b_problem, prepare
     from ..calibrate.config_file import read_model_config
@@ -77,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
     base = read_model_config(args.config).config if args.config else None
     values = load_pass_rates(args.pass_rates)
     val = load_pass_rates(args.val_pass_rates) if args.val_pass_rates else None
-    runs = load_runs(args.runs)
+    logs = None
+    if is_log(args.runs):
+        logs = _logs.read(args.runs, args, args.metric)
+        runs = logs.evaluations()
+    else:
+        runs = load_runs(args.runs[0])
     pilots = prepare(runs, values, args.metric, val, base)[0]
     budget = args.budget if args.budget is not None else 16 * pilots.budget
     prepare(runs, values, args.metric, val, base, budget=budget)
@@ -85,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     cal = calibrate(runs, values, args.metric, val_pass_rates=val, base=base, budget=budget, workers=args.workers)
     budgets = cal.budgets_to(budget)
     curve = cal.predict_n_star(budgets, args.n, workers=args.workers)
+    zero = _zero_signal(cal, logs, pilots) if logs is not None else None
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -96,10 +107,44 @@ def run(args: argparse.Namespace) -> int:
         info = cal.to_json(curve)
         info["budget"] = budget
         info["details"] = {**info["details"], "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2)}
+        if logs is not None:
+            info["runs"] = _logs.summary(logs)
+            info["zero_signal"] = zero
         print(json.dumps(info, indent=2))
     else:
-        print(report(cal, curve, args.runs, args.out, seconds, cpu))
+        text = report(cal, curve, " ".join(args.runs), args.out, seconds, cpu)
+        if logs is not None:
+            head, _, rest = text.partition("\n")
+            text = "\n".join([head, *_logs.report_lines(logs), rest, "", *_zero_lines(zero)])
+        print(text)
     return 0
+
+
+def _zero_signal(cal, logs, pilots) -> list[dict]:
+    """Per pilot allocation: the logged zero-signal share (mean over the runs' training steps) beside
+    the calibrated surrogate's (isosim.calibrate.zero_signal)."""
+    from ..calibrate.zero_signal import surrogate_shares
+
+    t = logs.training()
+    sur = surrogate_shares(cal, pilots.groups)
+    out = []
+    for row in sur.itertuples(index=False):
+        g = t[(t["n"] == row.n) & (t["B_problem"] == row.B_problem)]["zero_std_share"].dropna()
+        out.append({"n": row.n, "B_problem": row.B_problem, "steps": row.steps,
+                    "logged": float(g.mean()) if len(g) else None, "surrogate": row.surrogate,
+                    "base": row.base})
+    return out
+
+
+def _zero_lines(zero) -> list[str]:
+    lines = ["share of zero-signal groups (all n rewards equal), mean over the pilots' training steps "
+             "(reported, not fitted):",
+             f"  {'n':>5} {'B_problem':>9} {'steps':>6} {'logged':>8} {'surrogate':>10} {'at base':>8}"]
+    for z in zero:
+        logged = "-" if z["logged"] is None else f"{z['logged']:.3f}"
+        lines.append(f"  {z['n']:>5} {z['B_problem']:>9} {z['steps']:>6} {logged:>8} {z['surrogate']:>10.3f} "
+                     f"{z['base']:>8.3f}")
+    return lines
 
 
 def _cpu() -> float:

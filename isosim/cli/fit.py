@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import IsosimInputError
+from . import _logs
 from ._options import nonnegative_int, output_file
 
 if TYPE_CHECKING:  # the analysis stack (scipy, pandas) loads only when the command runs
@@ -24,8 +25,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "fit", help="fit the frontier and the n*(C) scaling law to run logs", description=DESCRIPTION
     )
-    parser.add_argument("file", metavar="FILE", help="CSV or Parquet (.parquet, .pq) run logs")
-    parser.add_argument("--metric", default="avg@4", help="metric column to fit (default: avg@4)")
+    parser.add_argument("file", metavar="FILE", nargs="+",
+                        help="CSV or Parquet (.parquet, .pq) run logs, or trainers' logs: TRL output directories, verl "
+                             ".jsonl logs, TensorBoard event directories, W&B / MLflow CSV exports (one per run; globs)")
+    parser.add_argument("--metric", default=None,
+                        help="metric column to fit (default: avg@4; for trainers' logs, the validation key's name)")
     parser.add_argument(
         "--bucket", type=float, default=0.005, metavar="W",
         help="reward bucket width for record-breaking points; 0 keeps every improvement (default: 0.005)",
@@ -34,6 +38,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default: 0)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--plot", metavar="OUT.png", type=output_file(".png", ".pdf"), help="write the frontier and n*(C) figure (.png or .pdf)")
+    _logs.add_log_options(parser, ("--n", "--log-n"), ("--b-problem", "--log-b-problem"))
     parser.set_defaults(func=run)
     return parser
 
@@ -46,16 +51,32 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf"):
         raise IsosimInputError(f"--plot must name a .png or .pdf file, got {args.plot}")
     from ..analysis.fit import analyse_runs
-    from ..analysis.runs import load_runs
+    from ..analysis.logs import is_log
+    from ..analysis.runs import load_runs, validate_runs
 
-    runs = load_runs(args.file, metric=args.metric)
-    result = analyse_runs(runs, args.metric, args.bucket, args.n_boot, args.seed)
+    logs = None
+    if is_log(args.file):
+        logs = _logs.read(args.file, args, args.metric)
+        metric = logs.metric
+        runs = validate_runs(logs.evaluations(), metric)
+    else:
+        metric = args.metric or "avg@4"
+        runs = load_runs(args.file[0], metric=metric)
+    result = analyse_runs(runs, metric, args.bucket, args.n_boot, args.seed)
     if args.plot:
         _plot(result, Path(args.plot))
+    source = " ".join(args.file)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        out = result.to_json()
+        if logs is not None:
+            out["runs"] = _logs.summary(logs)
+        print(json.dumps(out, indent=2))
     else:
-        print(report(result, args.file))
+        text = report(result, source)
+        if logs is not None:
+            head, _, rest = text.partition("\n")
+            text = "\n".join([head, *_logs.report_lines(logs), rest])
+        print(text)
     return 0
 
 
