@@ -57,8 +57,10 @@ METRIC = "avg@4"
 
 #: the structure every candidate shares (every knob not named here, in stage 0's choice or in a
 #: candidate is the package default): execution noise Beta(8, 2) sets the ceiling of a held-out
-#: problem; a problem's own offsets step with lr / K (``local_share``).
-COMMON_MODEL = {"execution_a": 8.0, "execution_b": 2.0, "local_share": True}
+#: problem; a problem's own offsets step with lr / K (``local_share``); the base policy's confidence is
+#: not scaled (this calibration predates ``confidence_floor``, calibrated on both bands afterwards in
+#: ``calibrate_confidence.py``).
+COMMON_MODEL = {"execution_a": 8.0, "execution_b": 2.0, "local_share": True, "confidence_floor": 1.0}
 #: stage 0's grid: the spread of the base policy's shared and problem-specific preferences
 BASE_SHAPES = tuple((p, e) for p in (2.0, 4.0, 8.0) for e in (2.0, 4.0, 8.0))
 

@@ -128,9 +128,10 @@ def test_the_model_config_is_a_plain_config_with_its_ensemble_on_comment_lines(t
 # --- recovery of n*(C) from simulated pilots ---------------------------------------------------
 
 #: the shared-path model these checks were written on (the default before the memorisation
-#: model: prior scale 2, no execution noise, no memorisation, Adam eps 1e-8), pinned so they do
+#: model: prior scale 2, no execution noise, no memorisation, no confidence scaling, Adam eps 1e-8), pinned so they do
 #: not move with the defaults
-SHARED_ONLY = {"model": {"shared": 1.0, "local": 0.0, "prior_scale": 2.0, "embed_scale": 2.0, "execution_a": 0.0},
+SHARED_ONLY = {"model": {"shared": 1.0, "local": 0.0, "prior_scale": 2.0, "embed_scale": 2.0, "execution_a": 0.0,
+                         "confidence_floor": 1.0},
                "algo": {"adam_eps": 1e-8}}
 #: the hidden knobs the pilots are simulated with (that model has lr 0.03, prior scale 2, skill
 #: link 0.7): a learner ten times slower, a more peaked base policy, weaker transfer

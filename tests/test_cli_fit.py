@@ -55,7 +55,7 @@ def test_json_output_has_the_documented_shape(capsys, runs_csv):
     code, out, err = run_cli(capsys, runs_csv, "--json", "--n-boot", 4, "--seed", 1)
     assert code == 0 and err == ""
     doc = json.loads(out)
-    assert list(doc) == ["metric", "sigmoid", "ci", "r2", "n_star", "frontier", "n_star_left_out"]
+    assert list(doc) == ["metric", "sigmoid", "ci", "r2", "warnings", "n_star", "frontier", "n_star_left_out"]
     assert doc["metric"] == "avg@4"
     assert list(doc["sigmoid"]) == list(doc["ci"]) == ["L", "k", "log10_C0", "b"]
     assert all(isinstance(v, float) for v in doc["sigmoid"].values())

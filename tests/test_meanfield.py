@@ -107,7 +107,8 @@ def test_advantages_zero_sum():
 
 
 #: the shared path alone, and the optimiser's eps these checks were written with
-_SHARED_ONLY = {"shared": 1.0, "local": 0.0, "prior_scale": 2.0, "embed_scale": 2.0, "execution_a": 0.0}
+_SHARED_ONLY = {"shared": 1.0, "local": 0.0, "prior_scale": 2.0, "embed_scale": 2.0, "execution_a": 0.0,
+                "confidence_floor": 1.0}
 _ADAM_EPS = {"adam_eps": 1e-8}
 
 

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         metric = logs.metric
         runs = validate_runs(logs.evaluations(), metric)
     else:
-        metric = args.metric or "avg@4"
+        metric = "avg@4" if args.metric is None else args.metric
         runs = load_runs(args.file[0], metric=metric)
     result = analyse_runs(runs, metric, args.bucket, args.n_boot, args.seed)
     if args.plot:
