@@ -20,8 +20,10 @@ B_MAX = {"easy": 65536, "hard": 16384}
 
 
 def split_sweep(preset: str, sc: Scale):
-    """Q1 on ``preset`` at B_problem = 64, 128, 256, n >= 8 (the study's grid) under its B_max."""
-    spec = q1(f"{preset}-split", base(preset), sc, n=tuple(n for n in sc.n if n >= 8), b_problem=SPLIT_B_PROBLEMS)
+    """Q1 on ``preset`` at B_problem = 64, 128, 256, n >= 8 (the study's grid) under its B_max, to the
+    scale's ``split_budget``."""
+    spec = q1(f"{preset}-split", base(preset), sc, n=tuple(n for n in sc.n if n >= 8), b_problem=SPLIT_B_PROBLEMS,
+              budget=sc.split_budget)
     return dataclasses.replace(spec, b_max=B_MAX[preset])
 
 
