@@ -140,3 +140,24 @@ def test_the_calibration_scripts_run_on_the_calibration_seeds(monkeypatch, tmp_p
                 getattr(mod, stage)(*mod.CANDIDATES[0], tmp_path, w)
     assert seen == {"root_seeds": {CALIBRATION_SEEDS["root_seed"]}, "data_seeds": set(CALIBRATION_SEEDS["data_seeds"])}
     assert not list(tmp_path.iterdir())
+
+
+def test_the_expected_verdicts_pin_holds_only():
+    """The regression check on the quick verdicts: only holds are pinned, so a finding that moves
+    from fails or inconclusive to holds passes, and one that moves from holds to anything else is named."""
+    from regenerate_expected_verdicts import OUT, expected, lost_holds
+
+    def report(*verdicts):
+        return [{"id": i + 1, "title": f"t{i + 1}", "verdict": v, "p_holds": {HOLDS: 1.0, FAILS: 0.0}.get(v, 0.5)}
+                for i, v in enumerate(verdicts)]
+
+    pinned = expected(report(HOLDS, FAILS, INCONCLUSIVE, HOLDS))
+    assert set(pinned) == {"1", "4"} and all(v["verdict"] == HOLDS for v in pinned.values())
+    assert lost_holds(pinned, report(HOLDS, HOLDS, HOLDS, HOLDS)) == []  # fails / inconclusive -> holds: fine
+    lost = lost_holds(pinned, report(FAILS, FAILS, INCONCLUSIVE, INCONCLUSIVE))
+    assert len(lost) == 2 and lost[0].startswith("finding 1 (t1)") and "got inconclusive" in lost[1]
+    assert len(lost_holds(pinned, report(HOLDS))) == 1  # a pinned finding no longer reported is named
+    # the committed file pins holds only
+    import json
+
+    assert all(v["verdict"] == HOLDS for v in json.loads(OUT.read_text()).values())

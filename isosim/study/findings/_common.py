@@ -42,13 +42,19 @@ class Scale:
     baseline_b_problem: int
     #: more seeds for the cheap sweeps (one to three n) whose effects are of the size of the noise
     seeds_many: tuple[int, ...] = ()
+    #: the budget of finding 3's sweeps across B_problem (None: ``budget``); the quick scale halves
+    #: it to keep CI's reproduction cheap
+    split_budget: float | None = None
 
+
+#: the study's B_problem grid (finding 5 reads the spread of the reward over it at n = 16)
+STUDY_B_PROBLEMS = (32, 64, 128, 256, 512, 1024)
 
 SCALES = {
     "full": Scale("full", POWERS_OF_TWO, 2.0**23, (0, 1, 2, 3), (2, 4, 8, 16, 32, 64, 128, 256),
-                  (16, 32, 64, 128, 256, 512, 1024), (16, 32, 64, 128, 256), 128, tuple(range(12))),
+                  (16, 32, 64, 128, 256, 512, 1024), STUDY_B_PROBLEMS, 128, tuple(range(12))),
     "quick": Scale("quick", (2, 8, 32, 128, 512, 2048), 2.0**22, (0, 1), (2, 8, 32, 128),
-                   (16, 64, 256, 1024), (16, 32, 64, 128), 32, (0, 1, 2, 3)),
+                   (16, 64, 256, 1024), STUDY_B_PROBLEMS, 32, (0, 1, 2, 3), 2.0**21),
 }
 
 
