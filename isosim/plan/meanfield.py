@@ -68,7 +68,6 @@ from ..sim.population import Population, build_population
 GRID_LOGIT = np.linspace(-16.0, 16.0, 1025)
 #: logits more than this far below a row's top get weight e^-FLOOR (no subnormal numbers)
 FLOOR = 30.0
-EXP_FLOOR = math.exp(-FLOOR)
 
 
 # --- the expected group gradient ---------------------------------------------------------
@@ -289,41 +288,7 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
                 out_v[2, k, s] += z2 * ms[2, s]
 
 
-@njit(cache=True, nogil=True)
-def _policy_rows(L0, bias, Z, V, U, us, Y, pi, p):
-    """:func:`_shifted_logits`, ``exp`` and :func:`_normalise` in one pass per row: ``p_i`` always,
-    the policy ``pi`` only when it has rows (a pass rate needs no (D, S) array)."""
-    D, S = L0.shape
-    use_u = U.shape[0] == D
-    keep = pi.shape[0] == D
-    x = np.empty(S)
-    for i in range(D):
-        for s in range(S):
-            x[s] = L0[i, s] + bias[s]
-        for k in range(Z.shape[1]):
-            z = Z[i, k]
-            for s in range(S):
-                x[s] += z * V[k, s]
-        if use_u:
-            for s in range(S):
-                x[s] += us * U[i, s]
-        mx = x.max()
-        tot = 0.0
-        for s in range(S):
-            u = x[s] - mx
-            x[s] = math.exp(u) if u > -FLOOR else EXP_FLOOR
-            tot += x[s]
-        inv = 1.0 / tot
-        acc = 0.0
-        for s in range(S):
-            w = x[s] * inv
-            acc += w * Y[i, s]
-            if keep:
-                pi[i, s] = w
-        p[i] = acc
-
-
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=True)
 def _fused_local_stats(pi, Y, t, Z, q, us, bp, mask, out_s, out_v, g_out, var_out, jac_out):
     """:func:`_moments`, :func:`_reduce` and :func:`_local_stats` (without a KL / entropy term)
     in one pass over the rows."""
@@ -527,9 +492,10 @@ class _Integrator:
         bias = np.zeros(S) if base else A.bs * b["beta"].x
         V = np.zeros((r, S)) if base else A.vs * b["V"].x
         U = (rows or {}).get("U", b["U"].x) if use_u and "U" in b and not base else np.zeros((0, S))
-        pi = np.empty(L0.shape if need_pi else (0, S))
+        pi = _shifted_logits(L0, bias, Z, V, U, A.us, np.empty(L0.shape))
+        np.exp(pi, out=pi)  # vectorised (Numba's math.exp is not without Intel's SVML)
         p = np.empty(L0.shape[0])
-        _policy_rows(L0, bias, Z, V, U, A.us, np.ascontiguousarray(Y), pi, p)
+        _normalise(pi, Y, p)
         return (pi if need_pi else None), p
 
     def stats(self, pi: np.ndarray, p: np.ndarray, y: np.ndarray, e: np.ndarray) -> dict[str, _Stats]:

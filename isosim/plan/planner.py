@@ -358,7 +358,18 @@ def mean_field_setup(values, metrics=("avg@4",), model: ModelConfig | None = Non
                                      model=model, seed=seed)
     base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
         population={"train_size": len(values), "val_size": len(pop.val)}, eval={"ks": ks})
-    return pop, base, {"train_size": len(values), "train_every_step": False}
+    return pop, base, {"train_size": len(values), "train_every_step": False, "threads": threads()}
+
+
+def threads() -> int:
+    """Allocations the planner integrates at once: the cores this process may use, at most 4."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 def simulate_candidate(base: SimConfig, pop: Population, n: int, b_problem: int, budget: float,
@@ -438,7 +449,7 @@ def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: 
     bp = p.best.b_problem
     allocs = [(n, bp) for n in _powers(2, min(MAX_N, b_max // bp, int(p.budget // bp)))]
     grid = p.n_star_curve["compute"].to_numpy(float)
-    opts = {"train_size": len(values), "train_every_step": False}  # as mean_field_setup's
+    opts = {"train_size": len(values), "train_every_step": False, "threads": threads()}  # as mean_field_setup's
     todo = [a for a in allocs if a not in runs]
     have = {**runs, **(_by_allocation(predict(base, todo, p.budget, pop, **opts)) if todo else {})}
     per = [pd.concat([have[a] for a in allocs], ignore_index=True)]
