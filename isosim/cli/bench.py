@@ -11,6 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--steps", type=positive_int, default=400, help="training steps timed per measurement")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep throughput line")
+    p.add_argument("--no-plan", action="store_true", help="skip the planner timings (plan_s)")
     p.add_argument("--lm", action="store_true", help="benchmark the small-LM path instead (needs the lm extra)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="device for --lm")
     p.set_defaults(func=run)
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_lm(args)
     from ..experiments.bench import run_benchmarks
 
-    res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep)
+    res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep, plan=not args.no_plan)
     if args.json:
         print_json(res)
         return 0
@@ -39,6 +40,12 @@ def run(args: argparse.Namespace) -> int:
     if "sweep_speedup_2_workers" in res:
         print(f"  sweep: {res['sweep_configs_per_s_1_worker']:.2f} configs/s with 1 worker, "
               f"{res['sweep_configs_per_s_2_workers']:.2f} with 2: {res['sweep_speedup_2_workers']:.2f}x (target >= 1.7x)")
+    if "plan_s" in res:
+        print(f"  isosim plan, wall seconds with start-up (B_max 65536; load average {res['plan_load']:.1f} before; "
+              "target <= 3 s):")
+        for band, by_c in res["plan_s"].items():
+            for c, by_d in by_c.items():
+                print(f"    {band:>7} C = {c:>3}: " + ", ".join(f"{s:5.2f} s ({d} problems)" for d, s in by_d.items()))
     return 0
 
 

@@ -640,9 +640,10 @@ class _Integrator:
                         per * share, kk * lr * share, d.reshape(-1), m2.reshape(-1), v2.reshape(-1))
         return d, (None if sgd else m2), (None if sgd else v2)
 
-    def plan(self, stats: dict[str, _Stats], k: int) -> dict:
+    def plan(self, stats: dict[str, _Stats], k: int, names=None) -> dict:
+        """:meth:`_plan` of every block (of ``names`` only, when given)."""
         lr = self.lr_over(k)
-        return {name: self._plan(name, st, k, lr) for name, st in stats.items()}
+        return {name: self._plan(name, st, k, lr) for name, st in stats.items() if names is None or name in names}
 
     def lr_over(self, k: int) -> float:
         """Mean learning rate over the next k steps (linear warm-up)."""
@@ -793,7 +794,7 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
         stats = it.stats(pi, p, y, e)
         k = 1
         if it.t >= config.algo.warmup:
-            change = it.policy_change(it.plan(stats, 1), pi)
+            change = it.policy_change(it.plan(stats, 1, ("beta", "V", "U")), pi)  # the blocks that move pi
             cap = int(max_change / change) if change > 0 else total
             k = max(1, min(cap, int(growth * it.t), total - it.t))
         it.advance(it.plan(stats, k), k)

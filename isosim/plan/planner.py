@@ -39,7 +39,7 @@ MAX_N = 2048
 MAX_B_PROBLEM = 1024
 #: training problems the mean field integrates (pass-rate quantile representatives of a larger
 #: set, :func:`representatives`), and validation problems it scores
-MAX_TRAIN, MAX_VAL = 512, 300
+MAX_TRAIN, MAX_VAL = 256, 300
 
 
 @dataclass(frozen=True)
