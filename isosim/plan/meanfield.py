@@ -85,12 +85,49 @@ def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
     return np.exp(logc + k * np.log(p) + (m - k) * np.log1p(-p))
 
 
+#: bump when :func:`signal_table` computes something else (the tables cached on disk carry it)
+TABLE_VERSION = 1
+
+
 @functools.lru_cache(maxsize=64)
 def signal_table(n: int, advantage: str = "grpo", std_eps: float = 1e-6) -> np.ndarray:
     """(9, G) table on :data:`GRID_LOGIT`: E[A+(c'+1)], E[A-(c')], E[A+(c'+1)^2] / n,
     E[A-(c')^2] / n, (n-1)/n E[A+(c''+2)^2], (n-1)/n E[A-(c'')^2], the derivatives of
     the first two with respect to logit(p), and (n-1)/n E[A+(c''+1) A-(c''+1)] (two rollouts
-    of one type, one correct: execution noise)."""
+    of one type, one correct: execution noise).
+
+    A table of n >= 64 (a few hundredths of a second of binomial sums, more for large n) is
+    kept on disk under ``$XDG_CACHE_HOME/isosim`` (``~/.cache/isosim``), written once and read
+    by later processes; where that folder cannot be written, it is computed each time."""
+    if n < 64:
+        return _signal_table(n, advantage, std_eps)
+    import hashlib
+    import os
+    from pathlib import Path
+
+    key = hashlib.sha256(repr((TABLE_VERSION, n, advantage, float(std_eps), GRID_LOGIT[0], GRID_LOGIT[-1],
+                               GRID_LOGIT.size)).encode()).hexdigest()[:20]
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isosim"
+    path = folder / f"signal-{key}.npy"
+    try:
+        table = np.load(path)
+        if table.shape == (9, GRID_LOGIT.size):
+            return table
+    except (OSError, ValueError):
+        pass
+    table = _signal_table(n, advantage, std_eps)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            np.save(fh, table)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return table
+
+
+def _signal_table(n: int, advantage: str, std_eps: float) -> np.ndarray:
     p = expit(GRID_LOGIT)[:, None]
     ap, am = advantages(n, advantage, std_eps)
     out = np.zeros((9, GRID_LOGIT.size))

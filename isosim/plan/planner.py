@@ -40,6 +40,12 @@ MAX_B_PROBLEM = 1024
 #: training problems the mean field integrates (pass-rate quantile representatives of a larger
 #: set, :func:`representatives`), and validation problems it scores
 MAX_TRAIN, MAX_VAL = 256, 300
+#: how the planner integrates the mean field (:func:`isosim.plan.meanfield.mean_field`): a macro
+#: step may change a problem's policy by up to 1 in total variation (the default 0.5 takes 1.5x
+#: the steps on the hard band; the n* of the two agree within one doubling at every budget
+#: measured, docs/planner.md); training metrics only at the end (the ranking needs the final
+#: zero-signal share alone)
+MEAN_FIELD_OPTIONS = {"max_change": 1.0, "train_every_step": False}
 
 
 @dataclass(frozen=True)
@@ -358,7 +364,7 @@ def mean_field_setup(values, metrics=("avg@4",), model: ModelConfig | None = Non
                                      model=model, seed=seed)
     base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
         population={"train_size": len(values), "val_size": len(pop.val)}, eval={"ks": ks})
-    return pop, base, {"train_size": len(values), "train_every_step": False, "threads": threads()}
+    return pop, base, dict(MEAN_FIELD_OPTIONS, train_size=len(values), threads=threads())
 
 
 def threads() -> int:
@@ -449,7 +455,7 @@ def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: 
     bp = p.best.b_problem
     allocs = [(n, bp) for n in _powers(2, min(MAX_N, b_max // bp, int(p.budget // bp)))]
     grid = p.n_star_curve["compute"].to_numpy(float)
-    opts = {"train_size": len(values), "train_every_step": False, "threads": threads()}  # as mean_field_setup's
+    opts = dict(MEAN_FIELD_OPTIONS, train_size=len(values), threads=threads())  # as mean_field_setup's
     todo = [a for a in allocs if a not in runs]
     have = {**runs, **(_by_allocation(predict(base, todo, p.budget, pop, **opts)) if todo else {})}
     per = [pd.concat([have[a] for a in allocs], ignore_index=True)]
