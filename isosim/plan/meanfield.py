@@ -263,8 +263,10 @@ def _shifted_logits(L0, bias, Z, V, U, us, out):
 
 
 @njit(cache=True, nogil=True)
-def _normalise(e, Y, p):
-    """Rows of ``e`` divided by their sums (in place); ``p_i = e_i . Y_i``."""
+def _normalise(e, Y, rate, p):
+    """Rows of ``e`` divided by their sums (in place); ``p_i = rate_i e_i . Y_i`` (``rate``: the
+    rows' execution rates, or no entries for 1)."""
+    use_rate = rate.shape[0] == e.shape[0]
     for i in range(e.shape[0]):
         x = e[i]
         inv = 1.0 / x.sum()
@@ -272,7 +274,7 @@ def _normalise(e, Y, p):
         for s in range(x.shape[0]):
             x[s] *= inv
             acc += x[s] * Y[i, s]
-        p[i] = acc
+        p[i] = acc * rate[i] if use_rate else acc
 
 
 @njit(cache=True, nogil=True)
@@ -326,9 +328,9 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _fused_local_stats(pi, Y, t, Z, q, us, bp, mask, out_s, out_v, g_out, var_out, jac_out):
+def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, var_out, jac_out):
     """:func:`_moments`, :func:`_reduce` and :func:`_local_stats` (without a KL / entropy term)
-    in one pass over the rows."""
+    in one pass over the rows; the expected reward of (i, s) is ``rate_i Y_is``."""
     out_s[:, :] = 0.0
     out_v[:, :, :] = 0.0
     D, S = pi.shape
@@ -341,7 +343,7 @@ def _fused_local_stats(pi, Y, t, Z, q, us, bp, mask, out_s, out_v, g_out, var_ou
     for i in range(D):
         _coeffs(t, i, c)
         for s in range(S):
-            qq, y = pi[i, s], Y[i, s]
+            qq, y = pi[i, s], Y[i, s] * rate[i]
             m = qq * (c[0] + y * c[1])
             sq = qq * (c[2] + y * c[3] + qq * (c[4] + y * (c[5] + y * c[8])))
             jc = m * (1.0 - qq) + qq * qq * (c[6] + y * c[7])
@@ -520,10 +522,10 @@ class _Integrator:
             return expit(E)
 
     def policy(self, L0, Z, Y, use_u: bool, base: bool = False, rows: dict | None = None,
-               need_pi: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
+               need_pi: bool = True, rate: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
         """Pass-rate-level view of the expected parameters: ``pi`` (None without ``need_pi``) and
-        ``p`` of each row (``Y``: the rows' expected rewards ``y = e Y``; per-problem offsets from
-        ``rows`` when given)."""
+        ``p`` of each row (the rows' expected rewards are ``rate_i Y_is``, ``rate`` the execution
+        rates, 1 when not given; per-problem offsets from ``rows`` when given)."""
         A, b = self.A, self.blocks
         S, r = L0.shape[1], Z.shape[1]
         bias = np.zeros(S) if base else A.bs * b["beta"].x
@@ -532,10 +534,10 @@ class _Integrator:
         pi = _shifted_logits(L0, bias, Z, V, U, A.us, np.empty(L0.shape))
         np.exp(pi, out=pi)  # vectorised (Numba's math.exp is not without Intel's SVML)
         p = np.empty(L0.shape[0])
-        _normalise(pi, Y, p)
+        _normalise(pi, Y, np.empty(0) if rate is None else rate, p)
         return (pi if need_pi else None), p
 
-    def stats(self, pi: np.ndarray, p: np.ndarray, y: np.ndarray, e: np.ndarray) -> dict[str, _Stats]:
+    def stats(self, pi: np.ndarray, p: np.ndarray, Y: np.ndarray, e: np.ndarray) -> dict[str, _Stats]:
         """Per-step gradient statistics of every block at the current expected parameters.
 
         Per coordinate, with weights ``w_i`` (1 for beta, ``z_ik`` for V) and a step that
@@ -553,7 +555,8 @@ class _Integrator:
         ``c / B_problem = E[1 / K | K > 0]``; the cross term takes ``E[d | informative]`` as
         ``D0``). Without the filter this is ``(E[x^2] - E[x]^2) / B_problem`` for ``x = g + d``.
         The diagonal Jacobian is ``mean_i w_i^2 (dE[g_i]/dl / q - (kl + ent) pi (1 - pi))``.
-        ``y``: the expected rewards ``e_i Y_is`` of the training rows; ``e``: their execution rates.
+        ``Y``: the rewards of the training rows' types; ``e``: their execution rates (expected
+        rewards ``y_is = e_i Y_is``).
         """
         A, a = self.A, self.algo
         t = _row_table(self.n, a.advantage, a.std_eps, p)
@@ -566,9 +569,10 @@ class _Integrator:
         reg_s, reg_v = np.zeros((3, S)), np.zeros((3, r, S))
         if self.ref is None and "U" in self.blocks:
             st = _Stats(*(np.empty_like(pi) for _ in range(3)))
-            _fused_local_stats(pi, y, t, A.Z, q, A.us, float(self.bp), A.mask, red_s, red_v, st.g, st.var, st.jac)
+            _fused_local_stats(pi, Y, e, t, A.Z, q, A.us, float(self.bp), A.mask, red_s, red_v, st.g, st.var, st.jac)
             out_u = st
         elif self.ref is not None or "U" in self.blocks:
+            y = Y * e[:, None]
             mean, sq, jac = (np.empty_like(pi) for _ in range(3))
             _moments(pi, y, t, mean, sq, jac)
             if self.ref is not None:
@@ -581,7 +585,7 @@ class _Integrator:
             else:
                 _reduce(A.Z, mean, sq, jac, red_s, red_v)
         else:
-            _fused_stats(pi, y, t, A.Z, red_s, red_v)
+            _fused_stats(pi, Y * e[:, None], t, A.Z, red_s, red_v)
         out = {}
         for name, red, reg, scale in (("beta", red_s / D, reg_s / D, A.bs), ("V", red_v / D, reg_v / D, A.vs)):
             s0, s1, jq = red
@@ -610,7 +614,7 @@ class _Integrator:
     def informative_share(self, p: np.ndarray) -> float:
         """``q = mean_i 1 - p_i^n - (1 - p_i)^n``: the chance that a batch slot's group carries
         signal (not all of its n rollouts agree)."""
-        return float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n))
+        return 1.0 - float((p**self.n + (1.0 - p) ** self.n).sum()) / p.size
 
     def row_share(self, p: np.ndarray) -> float:
         """``E[1 / K]`` for a visit that moves its row: with ``local_share`` the kernel steps a
@@ -772,11 +776,13 @@ def _metrics(p: np.ndarray, ks) -> dict[str, float]:
     """Mean exact metrics of pass rates p: avg@k = p, best@k = 1 - (1-p)^k, worst@k = p^k."""
     p = np.clip(p, 0.0, 1.0)
     q = 1.0 - p
+    inv = 1.0 / p.size  # sums, not np.mean: this runs after every macro step
+    avg = float(p.sum()) * inv
     out = {}
     for k in ks:
-        out[f"avg@{k}"] = float(p.mean())
-        out[f"best@{k}"] = float(1.0 - (q**k).mean())
-        out[f"worst@{k}"] = float((p**k).mean())
+        out[f"avg@{k}"] = avg
+        out[f"best@{k}"] = 1.0 - float((q**k).sum()) * inv
+        out[f"worst@{k}"] = float((p**k).sum()) * inv
     return out
 
 
@@ -810,25 +816,23 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
     ks = config.eval.ks
     rows: list[dict] = []
     e_val = it.execution(A.val_E, False)
-    y_val = A.val_Y * e_val[:, None]
+
     while True:
         head = {"step": it.t, "compute_rollouts": it.t * per_step, "compute_tokens": it.t * tokens}
         pi = None
         if train_every_step or it.t >= total:
             e = it.execution(A.E, True)
-            y = A.Y * e[:, None]
-            pi, p = it.policy(A.L0, A.Z, y, True, need_pi=not it.epoch_rows)
+            pi, p = it.policy(A.L0, A.Z, A.Y, True, need_pi=not it.epoch_rows, rate=e)
             zero = float(np.mean(p**al.n + (1.0 - p) ** al.n))
             rows.append({**head, "split": "train", **_metrics(p, ks), "zero_var_frac": zero})
-        p_val = it.policy(A.val_L0, A.val_Z, y_val, False, need_pi=False)[1]
+        p_val = it.policy(A.val_L0, A.val_Z, A.val_Y, False, need_pi=False, rate=e_val)[1]
         rows.append({**head, "split": "val", **_metrics(p_val, ks)})
         if it.t >= total:
             break
         if it.epoch_rows or pi is None:  # the batch's problems as this epoch found them
             e = it.execution(A.E, True, it.epoch_rows)
-            y = A.Y * e[:, None]
-            pi, p = it.policy(A.L0, A.Z, y, True, rows=it.epoch_rows)
-        stats = it.stats(pi, p, y, e)
+            pi, p = it.policy(A.L0, A.Z, A.Y, True, rows=it.epoch_rows, rate=e)
+        stats = it.stats(pi, p, A.Y, e)
         k = 1
         if it.t >= config.algo.warmup:
             change = it.policy_change(it.plan(stats, 1, ("beta", "V", "U")), pi)  # the blocks that move pi
