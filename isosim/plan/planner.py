@@ -2,7 +2,10 @@
 ``n``, ``B_problem`` and ``M``.
 
 Allocations are powers of two with ``n >= 2``, ``n * B_problem <= B_max``,
-``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The search runs the mean
+``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The mean field runs on
+:data:`MAX_TRAIN` pass-rate quantile representatives of the D problems that stand for all of
+them (:func:`representatives`, :func:`mean_field_setup`), so a plan's cost does not grow with
+D; ``verify`` simulates every problem. The search runs the mean
 field (:mod:`isosim.plan.meanfield`, through :func:`isosim.plan.predict.predict`) in two
 stages, as the study prescribes (tune n first, keep B_problem moderate): every n at
 ``B_problem = min(32, ...)``, then for the three best n the neighbouring B_problem (a half,
