@@ -111,9 +111,9 @@ def signal_table(n: int, advantage: str = "grpo", std_eps: float = 1e-6) -> np.n
     path = folder / f"signal-{key}.npy"
     try:
         table = np.load(path)
-        if table.shape == (9, GRID_LOGIT.size):
+        if table.shape == (9, GRID_LOGIT.size) and np.isfinite(table).all():
             return table
-    except (OSError, ValueError):
+    except Exception:  # missing, or unreadable (cut short, overwritten): compute it again
         pass
     table = _signal_table(n, advantage, std_eps)
     try:
