@@ -125,6 +125,11 @@ def test_the_mean_field_of_a_large_histogram_runs_on_representatives():
     pop, base, opts = mean_field_setup(values)
     assert len(pop.train) == MAX_TRAIN and len(pop.val) == MAX_VAL and opts["train_size"] == 100_000
     np.testing.assert_allclose(pop.train.base_pass, representatives(values, MAX_TRAIN), atol=1e-7)
+    from isosim.plan.planner import setup  # the validation problems are those the simulations of verify use
+
+    full, _ = setup(values[:5000])
+    small, _, _ = mean_field_setup(values[:5000])
+    np.testing.assert_array_equal(small.val.problems.base_logits, full.val.problems.base_logits)
     p = plan(values, 1e5, 4096)
     assert p.problems == 100_000 and p.best.n * p.best.b_problem <= 4096
 

@@ -332,10 +332,15 @@ def binning_error(values, k: int) -> float:
     return float(np.mean(np.maximum(np.diff(F2) / w - (np.diff(F1) / w) ** 2, 0.0)))
 
 
-def _population(values: np.ndarray, model: ModelConfig, seed: int) -> Population:
+def _validation_values(values: np.ndarray, seed: int) -> np.ndarray:
+    """The validation set's pass rates: :data:`MAX_VAL` of ``values`` at random (all of them when
+    fewer), the same for the mean field and for the simulations of ``verify``."""
     rng = np.random.default_rng(seed)
-    val = values if len(values) <= MAX_VAL else rng.choice(values, MAX_VAL, replace=False)
-    return population_from_pass_rates(values, val, model=model, seed=seed)
+    return values if len(values) <= MAX_VAL else rng.choice(values, MAX_VAL, replace=False)
+
+
+def _population(values: np.ndarray, model: ModelConfig, seed: int) -> Population:
+    return population_from_pass_rates(values, _validation_values(values, seed), model=model, seed=seed)
 
 
 def setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: AlgoConfig | None = None,
@@ -354,16 +359,17 @@ def setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: Al
 
 def mean_field_setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: AlgoConfig | None = None,
                      seed: int = 0) -> tuple[Population, SimConfig, dict]:
-    """What the planner's mean field runs on: a population of :data:`MAX_TRAIN` training and
-    :data:`MAX_VAL` validation problems whose base pass rates are :func:`representatives` of
-    ``values`` (fresh generator draws, as in :func:`setup`), the base config of :func:`setup`,
+    """What the planner's mean field runs on: a population of :data:`MAX_TRAIN` training problems
+    whose base pass rates are :func:`representatives` of ``values`` (fresh generator draws, as in
+    :func:`setup`) and the validation problems of :func:`setup` (the same draws: its validation
+    set does not depend on the training set), the base config of :func:`setup`,
     and the options of :func:`isosim.plan.predict.predict` that make those rows stand for all
     ``len(values)`` training problems (``train_size``). Its cost per macro step does not grow
     with the number of problems."""
     values = np.asarray(values, dtype=float).ravel()
     model = model or ModelConfig()
     ks = tuple(sorted({1, 4, *(parse_metric(m)[1] for m in metrics)}))
-    pop = population_from_pass_rates(representatives(values, MAX_TRAIN), representatives(values, MAX_VAL),
+    pop = population_from_pass_rates(representatives(values, MAX_TRAIN), _validation_values(values, seed),
                                      model=model, seed=seed)
     base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
         population={"train_size": len(values), "val_size": len(pop.val)}, eval={"ks": ks})
