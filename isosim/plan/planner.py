@@ -318,8 +318,8 @@ def representatives(values, k: int) -> np.ndarray:
 
 def binning_error(values, k: int) -> float:
     """The mean within-bin variance of ``values`` in :func:`representatives`' ``k`` bins: the base
-    value of a metric ``f(p)`` moves by at most ``max |f''| / 2`` times it (``max |f''| = k (k-1)``
-    for best@k and worst@k)."""
+    value of a metric ``f(p)`` moves by at most ``max |f''| / 2`` times it (``max |f''| = j (j-1)``
+    for best@j and worst@j)."""
     v = np.sort(np.asarray(values, float).ravel())
     d = v.size
     if d <= k:
