@@ -139,6 +139,20 @@ def test_bench_times_the_planner_per_case():
     assert list(res) == ["mixture"] and list(res["mixture"]) == ["1e4"] and res["mixture"]["1e4"]["300"] > 0
 
 
+def test_bench_reports_plan_seconds(monkeypatch, capsys):
+    """``plan_s`` with its maximum and the load before it, in the JSON and the text report (the
+    kernel benchmarks and the timed plans themselves replaced by stand-ins)."""
+    from isosim.experiments import bench
+
+    monkeypatch.setattr(bench, "_run_benchmarks", lambda steps, sweep: {})
+    times = {"easy": {"1e5": {"2000": 1.5, "100000": 2.5}}}
+    monkeypatch.setattr(bench, "plan_seconds", lambda: times)
+    assert main(["bench", "--json", "--no-sweep"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["plan_s"] == times and res["plan_s_max"] == 2.5 and res["plan_load"] >= 0
+    assert "plan_s" not in bench.run_benchmarks(plan=False)
+
+
 def test_sweep_list_shows_the_builtin_specs_then_the_finding_sweeps(capsys):
     from isosim.study.findings import SCALES, sweep_specs
 
