@@ -122,11 +122,35 @@ def test_python_dash_m_and_help():
 
 
 def test_bench_json_reports_ratios(capsys):
-    assert main(["bench", "--json", "--steps", "40", "--no-sweep"]) == 0
+    assert main(["bench", "--json", "--steps", "40", "--no-sweep", "--no-plan"]) == 0
     res = json.loads(capsys.readouterr().out)
     for key in ("numba_rollouts_per_s", "numpy_rollouts_per_s", "speedup", "step_cost_ratio_n2048_n8"):
         assert res[key] > 0
     assert res["trace_rows_m1000"] == res["trace_rows_m10000"]
+
+
+def test_bench_times_the_planner_per_case():
+    from isosim.experiments.bench import plan_histogram, plan_seconds
+
+    for band in ("easy", "hard", "mixture"):
+        v = plan_histogram(band, 1000)
+        assert v.size == 1000 and v.min() >= 0 and v.max() <= 0.6
+    res = plan_seconds([("mixture", 1e4, 300)], b_max=256)
+    assert list(res) == ["mixture"] and list(res["mixture"]) == ["1e4"] and res["mixture"]["1e4"]["300"] > 0
+
+
+def test_bench_reports_plan_seconds(monkeypatch, capsys):
+    """``plan_s`` with its maximum and the load before it, in the JSON and the text report (the
+    kernel benchmarks and the timed plans themselves replaced by stand-ins)."""
+    from isosim.experiments import bench
+
+    monkeypatch.setattr(bench, "_run_benchmarks", lambda steps, sweep: {})
+    times = {"easy": {"1e5": {"2000": 1.5, "100000": 2.5}}}
+    monkeypatch.setattr(bench, "plan_seconds", lambda: times)
+    assert main(["bench", "--json", "--no-sweep"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["plan_s"] == times and res["plan_s_max"] == 2.5 and res["plan_load"] >= 0
+    assert "plan_s" not in bench.run_benchmarks(plan=False)
 
 
 def test_sweep_list_shows_the_builtin_specs_then_the_finding_sweeps(capsys):

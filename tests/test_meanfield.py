@@ -136,6 +136,37 @@ def test_trace_format_and_determinism(small):
     assert 0 <= t["value"].min() and t["value"].max() <= 1
 
 
+def test_planner_options_change_nothing_they_do_not_name(small):
+    """``train_size`` equal to the rows is the default; ``train_every_step=False`` keeps the
+    validation curve and the final training row; ``predict`` on threads gives the same curves."""
+    from isosim.plan.predict import predict
+
+    base, pop = small
+    cfg = base.replace(allocation={"n": 8, "b_problem": 16, "budget": 8192.0})
+    a = mean_field(cfg, pop)
+    pd.testing.assert_frame_equal(mean_field(cfg, pop, train_size=len(pop.train)).wide, a.wide)
+    b = mean_field(cfg, pop, train_every_step=False)
+    pd.testing.assert_frame_equal(b.curve("avg@4"), a.curve("avg@4"))
+    assert b.final("train") == a.final("train") and (b.wide["split"] == "train").sum() == 1
+    allocs = [(2, 16), (8, 16), (32, 8)]
+    pd.testing.assert_frame_equal(predict(base, allocs, 8192.0, pop, threads=3), predict(base, allocs, 8192.0, pop))
+
+
+def test_train_size_sets_the_visit_rate_of_the_per_problem_rows():
+    """Rows that stand for more problems are visited less often: with memorisation, the training
+    curve rises more slowly for a larger ``train_size``, and not at all for the shared path alone."""
+    pop_cfg = {"preset": "easy", "train_size": 200, "val_size": 50, "measure": "exact"}
+    base = SimConfig().replace(population=pop_cfg, model={"n_strategies": 16, "rank": 4},
+                               allocation={"n": 8, "b_problem": 16, "budget": 2e4})
+    pop = build_population(base.population, base.model)
+    own, many = (mean_field(base, pop, train_size=d).final("train")["avg@4"] for d in (200, 20_000))
+    assert own > many + 0.01
+    shared = base.replace(model={"local": 0.0, "shared": 1.0})
+    pop = build_population(shared.population, shared.model)
+    a, b = (mean_field(shared, pop, train_size=d).final("val")["avg@4"] for d in (200, 20_000))
+    assert a == pytest.approx(b, abs=1e-12)
+
+
 def test_mean_field_tracks_simulation(small):
     """Q1 in miniature: 3 values of n, 4 seeds each. The mean field must sit as close to the seed
     mean as a typical seed does (RMS error <= 1.5 pooled seed sd, max error <= 4 pooled sd)

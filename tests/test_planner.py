@@ -15,7 +15,8 @@ import pytest
 from isosim.cli import plan as plan_cli
 from isosim.errors import IsosimInputError
 from isosim.plan import ranking
-from isosim.plan.planner import allocations_stage1, allocations_stage2, plan, plans, zero_signal_share
+from isosim.plan.planner import (MAX_TRAIN, MAX_VAL, allocations_stage1, allocations_stage2, binning_error,
+                                  mean_field_setup, plan, plans, representatives, zero_signal_share)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,6 +100,38 @@ def test_allocation_grids_respect_the_constraints():
     assert (2, 128) not in stage2 and (16, 64) not in stage2
     bp0, stage1 = allocations_stage1(d=5, budget=6, b_max=4)
     assert bp0 == 2 and stage1 == [(2, 2)]
+
+
+def test_representatives_keep_the_mean_and_bound_the_binning_error():
+    rng = np.random.default_rng(3)
+    for values in (rng.beta(0.6, 1.6, 100_003), np.concatenate([np.zeros(70_000), rng.uniform(0, 0.0625, 30_001)]),
+                   rng.uniform(0.3, 0.6, 1000)):
+        for k in (7, 256):
+            r = representatives(values, k)
+            assert r.size == k and np.all(np.diff(r) >= 0) and r.min() >= values.min() and r.max() <= values.max()
+            assert r.mean() == pytest.approx(values.mean(), rel=1e-12, abs=1e-15)  # avg@k of the base: exact
+            bound = binning_error(values, k)
+            for j in (2, 4, 8):  # best@j, worst@j: |f''| <= j (j - 1)
+                for f in (lambda p: 1 - (1 - p) ** j, lambda p: p**j):
+                    assert abs(f(r).mean() - f(values).mean()) <= j * (j - 1) / 2 * bound + 1e-12
+    small = rng.uniform(0, 1, 100)
+    assert np.array_equal(representatives(small, 256), np.sort(small)) and binning_error(small, 256) == 0.0
+
+
+def test_the_mean_field_of_a_large_histogram_runs_on_representatives():
+    """100,000 problems: MAX_TRAIN training and MAX_VAL validation rows whose pass rates are the
+    quantile representatives, standing for all 100,000 (the visit rate B_problem / D)."""
+    values = np.random.default_rng(4).uniform(0.0, 0.6, 100_000)
+    pop, base, opts = mean_field_setup(values)
+    assert len(pop.train) == MAX_TRAIN and len(pop.val) == MAX_VAL and opts["train_size"] == 100_000
+    np.testing.assert_allclose(pop.train.base_pass, representatives(values, MAX_TRAIN), atol=1e-7)
+    from isosim.plan.planner import setup  # the validation problems are those the simulations of verify use
+
+    full, _ = setup(values[:5000])
+    small, _, _ = mean_field_setup(values[:5000])
+    np.testing.assert_array_equal(small.val.problems.base_logits, full.val.problems.base_logits)
+    p = plan(values, 1e5, 4096)
+    assert p.problems == 100_000 and p.best.n * p.best.b_problem <= 4096
 
 
 def test_verify_reports_the_simulated_ranking():

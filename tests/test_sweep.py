@@ -126,6 +126,41 @@ def test_store_refuses_another_sweep_and_rerun_skips_stored(tmp_path):
         run_sweep(spec, tmp_path / "s", workers=1, progress=False, root_seed=5)
 
 
+def test_an_unreadable_run_file_is_not_a_stored_run(tmp_path, capsys):
+    """A truncated file and a file of garbage: status reports both, reading the store skips them,
+    a resumed sweep recomputes exactly those two (the same tables as before) and touches nothing else."""
+    from isosim.cli import main
+
+    spec = get_spec("q1-easy-testing")
+    store = run_sweep(spec, tmp_path / "s", workers=1, progress=False)
+    keys = store.keys()
+    assert len(keys) >= 3
+    before = {k: pd.read_parquet(store.path(k)) for k in keys}
+    cut, junk = keys[0], keys[1]
+    data = store.path(cut).read_bytes()
+    store.path(cut).write_bytes(data[: len(data) // 2])
+    store.path(junk).write_bytes(os.urandom(3000))
+    mtimes = {k: store.path(k).stat().st_mtime_ns for k in keys[2:]}
+    manifest = (tmp_path / "s" / "manifest.json").read_bytes()
+
+    st = sweep_status(tmp_path / "s")
+    assert st["unreadable"] == sorted([cut, junk])
+    assert st["done"] == len(keys) - 2 and set(st["missing"]) == {cut, junk}
+    assert not store.has(cut) and not store.has(junk)
+    assert set(store.read()["run"]) == {before[k]["run"].iloc[0] for k in keys[2:]}
+    assert main(["sweep", "status", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "2 run file(s) cannot be read" in out and cut in out and junk in out
+
+    run_sweep(spec, tmp_path / "s", workers=1, progress=False)
+    assert sweep_status(tmp_path / "s")["unreadable"] == []
+    assert store.keys() == keys
+    for k in (cut, junk):
+        pd.testing.assert_frame_equal(pd.read_parquet(store.path(k)), before[k])
+    assert {k: store.path(k).stat().st_mtime_ns for k in keys[2:]} == mtimes
+    assert (tmp_path / "s" / "manifest.json").read_bytes() == manifest
+
+
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     spec_file = tmp_path / "spec.toml"
     spec_file.write_text(KILL_SPEC)

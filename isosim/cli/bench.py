@@ -13,6 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--steps", type=positive_int, default=400, help="training steps timed per measurement")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep throughput line")
+    p.add_argument("--no-plan", action="store_true", help="skip the planner timings (plan_s)")
     p.add_argument("--lm", action="store_true", help="benchmark the small-LM path instead (needs the lm extra)")
     p.add_argument("--device", default=None, choices=("cpu", "cuda"), help="torch device for --lm (default cpu)")
     p.set_defaults(func=run)
@@ -25,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         raise IsosimInputError("--device applies to --lm only (the kernel benchmark runs on the CPU)")
     from ..experiments.bench import run_benchmarks
 
-    res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep)
+    res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep, plan=not args.no_plan)
     if args.json:
         print_json(res)
         return 0
@@ -91,4 +92,12 @@ def format_benchmark(res: dict, cores: int) -> str:
                   else " (no target: one core cannot run two workers at once)")
         lines.append(f"  sweep: {res['sweep_configs_per_s_1_worker']:.2f} configs/s with 1 worker, "
                      f"{res['sweep_configs_per_s_2_workers']:.2f} with 2: {sp:.2f}x{target}")
+    if "plan_s" in res:
+        worst = res["plan_s_max"] if "plan_s_max" in res else max(
+            s for by_c in res["plan_s"].values() for by_d in by_c.values() for s in by_d.values())
+        lines.append(f"  isosim plan, wall seconds with start-up (B_max 65536; load average {res['plan_load']:.1f} before; "
+                     f"target <= 3 s for every case: {_verdict(worst <= 3)}):")
+        for band, by_c in res["plan_s"].items():
+            for c, by_d in by_c.items():
+                lines.append(f"    {band:>7} C = {c:>3}: " + ", ".join(f"{t:5.2f} s ({d} problems)" for d, t in by_d.items()))
     return "\n".join(lines)

@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"sweep {st['id']} ({st['question']}): {st['done']}/{st['total']} runs stored, "
                   f"root seed {st['root_seed']}, written by isosim {st['isosim_version']}")
+            if st["unreadable"]:
+                print(f"{len(st['unreadable'])} run file(s) cannot be read and count as missing (a resumed sweep "
+                      f"recomputes them): {', '.join(st['unreadable'])}")
         return 0
     if len(args.target) != 1:
         raise IsosimInputError("give exactly one spec")

@@ -127,16 +127,72 @@ def sweep_throughput(workers: int) -> float:
         return len(list(spec.runs(0))) / (time.perf_counter() - t0)
 
 
+#: the planner's timed cases (``plan_s``): pass-rate bands, budgets in rollouts, numbers of problems
+PLAN_BANDS = ("easy", "hard", "mixture")
+PLAN_BUDGETS = (1e5, 1e7, 1e9)
+PLAN_PROBLEMS = (2000, 100_000)
+#: the batch cap of the timed plans (the largest search: every n up to 2048)
+PLAN_B_MAX = 65536
+
+
+def plan_histogram(band: str, problems: int, seed: int = 0) -> np.ndarray:
+    """A histogram of ``problems`` pass rates: uniform over the easy band [0.3, 0.6] or the hard
+    band [0, 0.0625], or half of each (``mixture``)."""
+    from ..sim.config import BANDS
+
+    rng = np.random.default_rng(seed)
+    if band == "mixture":
+        half = problems // 2
+        return np.concatenate([plan_histogram("easy", half, seed), plan_histogram("hard", problems - half, seed + 1)])
+    lo, hi = BANDS[band]
+    return rng.uniform(lo, hi, problems)
+
+
+def plan_seconds(cases=None, b_max: int = PLAN_B_MAX) -> dict:
+    """Wall seconds of ``isosim plan --json`` in a fresh process (start-up included) per case
+    ``(band, budget, problems)`` (default: every combination of :data:`PLAN_BANDS`,
+    :data:`PLAN_BUDGETS` and :data:`PLAN_PROBLEMS`), as ``{band: {budget: {problems: s}}}``
+    with the budget written ``1e5``; the histograms are :func:`plan_histogram`'s."""
+    import tempfile
+    from pathlib import Path
+
+    if cases is None:
+        cases = [(b, c, d) for b in PLAN_BANDS for c in PLAN_BUDGETS for d in PLAN_PROBLEMS]
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for band, budget, problems in cases:
+            path = Path(tmp) / f"{band}-{problems}.csv"
+            if not path.exists():
+                path.write_text("pass_rate\n" + "\n".join(f"{x:.6f}" for x in plan_histogram(band, problems)) + "\n")
+            cmd = [sys.executable, "-m", "isosim", "plan", "--pass-rates", str(path), "--budget", f"{budget:g}",
+                   "--b-max", str(b_max), "--json"]
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            key = f"{budget:.0e}".replace("e+0", "e").replace("e+", "e")
+            out.setdefault(band, {}).setdefault(key, {})[str(problems)] = time.perf_counter() - t0
+    return out
+
+
 #: the group sizes whose step time ``isosim bench`` reports beside the arithmetic floor
 STEP_NS = (2, 8, 64, 512)
 
 
-def run_benchmarks(steps: int = 400, sweep: bool = True) -> dict:
+def run_benchmarks(steps: int = 400, sweep: bool = True, plan: bool = True) -> dict:
     """Every benchmark figure, measured in this one call. NumPy's BLAS is held to one thread while
     the kernel, its twin and the floor are timed: the kernel runs on one core, and on a busy
-    2-core machine a multi-threaded BLAS makes small products tens of times slower."""
+    2-core machine a multi-threaded BLAS makes small products tens of times slower. ``plan``:
+    also the planner's wall time per case (:func:`plan_seconds`), with the load average before
+    it (``plan_load``: other work on the machine slows it)."""
     with threadpool_limits(limits=1):
-        return _run_benchmarks(steps, sweep)
+        res = _run_benchmarks(steps, sweep)
+    if plan:
+        import os
+
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        times = plan_seconds()
+        flat = [s for by_c in times.values() for by_d in by_c.values() for s in by_d.values()]
+        res.update(plan_s=times, plan_s_max=max(flat), plan_load=load)
+    return res
 
 
 def _run_benchmarks(steps: int, sweep: bool) -> dict:

@@ -3,10 +3,14 @@
 Layout: ``DIR/manifest.json`` (the spec, the isosim version, the root seed) and
 ``DIR/runs/<key>.parquet``. A run is written to a temporary name, fsynced and renamed,
 so a reader never sees half a file and an interrupted sweep resumes where it stopped.
+A run file that cannot be read as Parquet (cut short or overwritten outside isosim) is not a
+stored run: :meth:`RunStore.has` and :meth:`RunStore.keys` leave it out, :meth:`RunStore.unreadable`
+lists it, and a resumed sweep recomputes it (replacing that one file and nothing else).
 Only the driver writes. pandas/pyarrow (or DuckDB) read the directory directly.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -50,6 +54,46 @@ def _differs(old: dict[str, Any], spec: dict[str, Any], root_seed: int) -> str:
     if keys:
         return f"sweep {old_id} with other settings (a different {', '.join(keys)})"
     return f"a different sweep ({old_id} with root seed {old['root_seed']}, not {root_seed})"
+
+
+def readable(path: Path) -> bool:
+    """Whether ``path`` is a Parquet file whose footer and schema can be read.
+
+    A Parquet file starts and ends with the magic bytes ``PAR1`` and ends with its metadata
+    (row groups, columns, byte ranges), so a file cut short or overwritten fails here
+    without its data being read. The answer is cached per (size, modification time)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return _readable(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=65536)
+def _readable(path: str, size: int, mtime_ns: int) -> bool:
+    import pyarrow.parquet as pq
+
+    if size < 12:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"PAR1":
+                return False
+            fh.seek(-4, os.SEEK_END)
+            if fh.read(4) != b"PAR1":
+                return False
+        meta = pq.read_metadata(path)
+        # every column chunk must lie inside the file
+        for i in range(meta.num_row_groups):
+            rg = meta.row_group(i)
+            for j in range(rg.num_columns):
+                c = rg.column(j)
+                start = c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset
+                if start is None or start < 4 or start + c.total_compressed_size > size:
+                    return False
+    except Exception:  # pyarrow raises several types for a malformed footer
+        return False
+    return True
 
 
 class RunStore:
@@ -101,10 +145,16 @@ class RunStore:
         return self.runs_dir / f"{key}.parquet"
 
     def has(self, key: str) -> bool:
-        return self.path(key).is_file()
+        """Whether run ``key`` is stored: its file exists and can be read (:func:`readable`)."""
+        return readable(self.path(key))
 
     def keys(self) -> list[str]:
-        return sorted(p.stem for p in self.runs_dir.glob("*.parquet"))
+        """The stored runs: every run file that can be read, in key order."""
+        return sorted(p.stem for p in self.runs_dir.glob("*.parquet") if readable(p))
+
+    def unreadable(self) -> list[str]:
+        """Run files that exist but cannot be read (not stored runs: a resumed sweep recomputes them)."""
+        return sorted(p.stem for p in self.runs_dir.glob("*.parquet") if not readable(p))
 
     def write(self, key: str, table: pd.DataFrame) -> None:
         import io

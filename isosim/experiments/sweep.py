@@ -279,13 +279,16 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
 
 
 def sweep_status(out: str | Path) -> dict[str, Any]:
+    """How far the sweep stored at ``out`` is: ``total`` runs, ``done`` (stored and readable),
+    ``missing`` (the keys still to run) and ``unreadable`` (run files that exist but cannot be
+    read, :meth:`RunStore.unreadable`: they count as missing, and a resumed sweep recomputes them)."""
     store = RunStore.load(out)
     spec = SweepSpec.from_dict(store.manifest["spec"])
     keys = [r.key for r in spec.runs(store.manifest["root_seed"])]
     done = [k for k in keys if store.has(k)]
     return {"id": spec.id, "question": spec.question, "total": len(keys), "done": len(done),
-            "missing": [k for k in keys if not store.has(k)], "root_seed": store.manifest["root_seed"],
-            "isosim_version": store.manifest["isosim_version"]}
+            "missing": [k for k in keys if not store.has(k)], "unreadable": store.unreadable(),
+            "root_seed": store.manifest["root_seed"], "isosim_version": store.manifest["isosim_version"]}
 
 
 def evaluations(results: pd.DataFrame, split: str = "val") -> pd.DataFrame:

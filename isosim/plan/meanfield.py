@@ -57,7 +57,6 @@ import numpy as np
 import pandas as pd
 from numba import njit
 from scipy.special import expit, gammaln
-from scipy.stats import binom
 
 from ..errors import IsosimInputError
 from ..sim.advantages import group_table
@@ -86,12 +85,49 @@ def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
     return np.exp(logc + k * np.log(p) + (m - k) * np.log1p(-p))
 
 
+#: bump when :func:`signal_table` computes something else (the tables cached on disk carry it)
+TABLE_VERSION = 1
+
+
 @functools.lru_cache(maxsize=64)
 def signal_table(n: int, advantage: str = "grpo", std_eps: float = 1e-6) -> np.ndarray:
     """(9, G) table on :data:`GRID_LOGIT`: E[A+(c'+1)], E[A-(c')], E[A+(c'+1)^2] / n,
     E[A-(c')^2] / n, (n-1)/n E[A+(c''+2)^2], (n-1)/n E[A-(c'')^2], the derivatives of
     the first two with respect to logit(p), and (n-1)/n E[A+(c''+1) A-(c''+1)] (two rollouts
-    of one type, one correct: execution noise)."""
+    of one type, one correct: execution noise).
+
+    A table of n >= 64 (a few hundredths of a second of binomial sums, more for large n) is
+    kept on disk under ``$XDG_CACHE_HOME/isosim`` (``~/.cache/isosim``), written once and read
+    by later processes; where that folder cannot be written, it is computed each time."""
+    if n < 64:
+        return _signal_table(n, advantage, std_eps)
+    import hashlib
+    import os
+    from pathlib import Path
+
+    key = hashlib.sha256(repr((TABLE_VERSION, n, advantage, float(std_eps), GRID_LOGIT[0], GRID_LOGIT[-1],
+                               GRID_LOGIT.size)).encode()).hexdigest()[:20]
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isosim"
+    path = folder / f"signal-{key}.npy"
+    try:
+        table = np.load(path)
+        if table.shape == (9, GRID_LOGIT.size) and np.isfinite(table).all():
+            return table
+    except Exception:  # missing, or unreadable (cut short, overwritten): compute it again
+        pass
+    table = _signal_table(n, advantage, std_eps)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            np.save(fh, table)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return table
+
+
+def _signal_table(n: int, advantage: str, std_eps: float) -> np.ndarray:
     p = expit(GRID_LOGIT)[:, None]
     ap, am = advantages(n, advantage, std_eps)
     out = np.zeros((9, GRID_LOGIT.size))
@@ -134,7 +170,7 @@ def _row_table(n: int, advantage: str, std_eps: float, p: np.ndarray) -> np.ndar
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lookup_rows(table, g0, dg, p, out):
     G = table.shape[1]
     for i in range(p.shape[0]):
@@ -148,7 +184,7 @@ def _lookup_rows(table, g0, dg, p, out):
         out[10, i] = -1.0 / (1.0 - q)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _coeffs(t, i, c):
     """Row i's moment coefficients: (wrong-type value, correct minus wrong) for F, the
     single-rollout second moment and dF/dl; the pair second moment ``c4 + y c5 + y^2 c8``.
@@ -162,7 +198,7 @@ def _coeffs(t, i, c):
     c[8] = t[4, i] + t[5, i] - 2.0 * t[8, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _moments(pi, Y, t, mean, sq, jac):
     """Fill E[g], E[g^2] and dE[g_s]/dl_s per (row, type) from the row tables ``t``."""
     D, S = pi.shape
@@ -203,7 +239,7 @@ def group_moments(pi: np.ndarray, y: np.ndarray, n: int, advantage: str = "grpo"
 
 # --- policy and reductions without BLAS (its threads stall on a busy machine; r is small) ---
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _shifted_logits(L0, bias, Z, V, U, us, out):
     """``out_i = L0_i + bias + Z_i V + us U_i`` (U may have no rows) minus the row's maximum,
     floored at -FLOOR (no subnormal numbers after exp, which would slow every product)."""
@@ -226,9 +262,11 @@ def _shifted_logits(L0, bias, Z, V, U, us, out):
     return out
 
 
-@njit(cache=True)
-def _normalise(e, Y, p):
-    """Rows of ``e`` divided by their sums (in place); ``p_i = e_i . Y_i``."""
+@njit(cache=True, nogil=True)
+def _normalise(e, Y, rate, p):
+    """Rows of ``e`` divided by their sums (in place); ``p_i = rate_i e_i . Y_i`` (``rate``: the
+    rows' execution rates, or no entries for 1)."""
+    use_rate = rate.shape[0] == e.shape[0]
     for i in range(e.shape[0]):
         x = e[i]
         inv = 1.0 / x.sum()
@@ -236,10 +274,10 @@ def _normalise(e, Y, p):
         for s in range(x.shape[0]):
             x[s] *= inv
             acc += x[s] * Y[i, s]
-        p[i] = acc
+        p[i] = acc * rate[i] if use_rate else acc
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reduce(Z, mean, sq, jac, out_s, out_v):
     """Column sums of mean, sq, jac (``out_s`` (3, S)) and ``Z.T @ mean``, ``(Z^2).T @ sq``,
     ``(Z^2).T @ jac`` (``out_v`` (3, r, S))."""
@@ -260,7 +298,7 @@ def _reduce(Z, mean, sq, jac, out_s, out_v):
                 out_v[2, k, s] += z2 * jac[i, s]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fused_stats(pi, Y, t, Z, out_s, out_v):
     """:func:`_moments` and :func:`_reduce` in one pass, without the (D, S) intermediates."""
     out_s[:, :] = 0.0
@@ -289,7 +327,44 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
                 out_v[2, k, s] += z2 * ms[2, s]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, fastmath=True)
+def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, var_out, jac_out):
+    """:func:`_moments`, :func:`_reduce` and :func:`_local_stats` (without a KL / entropy term)
+    in one pass over the rows; the expected reward of (i, s) is ``rate_i Y_is``."""
+    out_s[:, :] = 0.0
+    out_v[:, :, :] = 0.0
+    D, S = pi.shape
+    r = Z.shape[1]
+    c = np.empty(9)
+    ms = np.empty((3, S))
+    a1 = us * mask / (q * bp)  # g = a1 E[g]
+    a2 = us * us * mask / (q * q * bp * bp)  # the second moment: a2 E[g^2]
+    a3 = us * us * mask / (q * bp)  # the Jacobian: a3 dE[g]/dl
+    for i in range(D):
+        _coeffs(t, i, c)
+        for s in range(S):
+            qq, y = pi[i, s], Y[i, s] * rate[i]
+            m = qq * (c[0] + y * c[1])
+            sq = qq * (c[2] + y * c[3] + qq * (c[4] + y * (c[5] + y * c[8])))
+            jc = m * (1.0 - qq) + qq * qq * (c[6] + y * c[7])
+            ms[0, s], ms[1, s], ms[2, s] = m, sq, jc
+            out_s[0, s] += m
+            out_s[1, s] += sq
+            out_s[2, s] += jc
+            gi = a1[s] * m
+            g_out[i, s] = gi
+            var_out[i, s] = max(a2[s] * sq - gi * gi, 0.0)
+            jac_out[i, s] = a3[s] * jc
+        for k in range(r):
+            z = Z[i, k]
+            z2 = z * z
+            for s in range(S):
+                out_v[0, k, s] += z * ms[0, s]
+                out_v[1, k, s] += z2 * ms[1, s]
+                out_v[2, k, s] += z2 * ms[2, s]
+
+
+@njit(cache=True, nogil=True)
 def _policy_change(pi, Z, db, dV, dU, us, stride, out):
     """``out_j = sum_s pi_is |dl_is - pi_i . dl_i|`` (``||d pi_i||_1`` to first order) for
     ``dl_i = db + Z_i dV + us dU_i`` and rows ``i = j * stride``."""
@@ -315,6 +390,48 @@ def _policy_change(pi, Z, db, dV, dU, us, stride, out):
             tv += pi[i, s] * abs(dl[s] - mean)
         out[j] = tv
     return out
+
+
+@njit(cache=True, nogil=True)
+def _local_stats(pi, mean, sq, jac, d, q, us, bp, klent, mask, g_out, var_out, jac_out):
+    """Per-step statistics of the per-problem rows (one (D, S) pass): a row drawn into the batch
+    moves by ``us (g_i / K + d_i / B_problem)`` with ``K ~ B_problem q``, so with
+    ``x1 = E[g] / q + d`` and ``x2 = E[g^2] / q^2 + 2 d E[g] / q + d^2`` (``d`` may have no rows:
+    no KL / entropy term) the mean is ``us x1 / B_problem``, the variance
+    ``us^2 x2 / B_problem^2 - mean^2`` and the diagonal Jacobian
+    ``us^2 (dE[g]/dl / q - (kl + ent) pi (1 - pi)) / B_problem``."""
+    D, S = pi.shape
+    use_d = d.shape[0] == D
+    for i in range(D):
+        for s in range(S):
+            ds = d[i, s] if use_d else 0.0
+            x1 = mean[i, s] / q + ds
+            x2 = sq[i, s] / (q * q) + 2.0 * ds * mean[i, s] / q + ds * ds
+            gi = us * x1 * mask[s] / bp
+            g_out[i, s] = gi
+            var_out[i, s] = max(us * us * x2 * mask[s] / (bp * bp) - gi * gi, 0.0)
+            jac_out[i, s] = us * us * (jac[i, s] / q - klent * pi[i, s] * (1.0 - pi[i, s])) * mask[s] / bp
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _optimiser_step(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v):
+    """The direction of one block over the next k steps (flat arrays), :meth:`_Integrator._plan`:
+    ``g' = g - wd_l2 x``; Adam: ``m' = b1k m + (1 - b1k) g'``, ``v' = b2k v + (1 - b2k) (g'^2 + var)``,
+    ``scale = 1 / (sqrt(v' / c2) + eps)``, ``d = m' / c1 * scale`` (SGD: ``scale = 1``, ``d = g'``);
+    returned damped, ``dscale * d / (1 + damp * max(-jac, 0) * scale)``."""
+    for j in range(x.shape[0]):
+        gj = g[j] - wd_l2 * x[j]
+        if sgd:
+            scale = 1.0
+            dj = gj
+        else:
+            mj = b1k * m[j] + (1.0 - b1k) * gj
+            vj = b2k * v[j] + (1.0 - b2k) * (gj * gj + var[j])
+            out_m[j] = mj
+            out_v[j] = vj
+            scale = 1.0 / (math.sqrt(vj / c2) + eps)
+            dj = mj / c1 * scale
+        out_d[j] = dscale * dj / (1.0 + damp * max(-jac[j], 0.0) * scale)
 
 
 # --- the recursion -----------------------------------------------------------------------
@@ -404,20 +521,23 @@ class _Integrator:
         with np.errstate(over="ignore"):
             return expit(E)
 
-    def policy(self, L0, Z, Y, use_u: bool, base: bool = False, rows: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Pass-rate-level view of the expected parameters: ``pi`` and ``p`` of each row
-        (``Y``: the rows' expected rewards ``y = e Y``; per-problem offsets from ``rows`` when given)."""
+    def policy(self, L0, Z, Y, use_u: bool, base: bool = False, rows: dict | None = None,
+               need_pi: bool = True, rate: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
+        """Pass-rate-level view of the expected parameters: ``pi`` (None without ``need_pi``) and
+        ``p`` of each row (the rows' expected rewards are ``rate_i Y_is``, ``rate`` the execution
+        rates, 1 when not given; per-problem offsets from ``rows`` when given)."""
         A, b = self.A, self.blocks
         S, r = L0.shape[1], Z.shape[1]
         bias = np.zeros(S) if base else A.bs * b["beta"].x
         V = np.zeros((r, S)) if base else A.vs * b["V"].x
         U = (rows or {}).get("U", b["U"].x) if use_u and "U" in b and not base else np.zeros((0, S))
-        pi = np.exp(_shifted_logits(L0, bias, Z, V, U, A.us, np.empty(L0.shape)))
+        pi = _shifted_logits(L0, bias, Z, V, U, A.us, np.empty(L0.shape))
+        np.exp(pi, out=pi)  # vectorised (Numba's math.exp is not without Intel's SVML)
         p = np.empty(L0.shape[0])
-        _normalise(pi, Y, p)
-        return pi, p
+        _normalise(pi, Y, np.empty(0) if rate is None else rate, p)
+        return (pi if need_pi else None), p
 
-    def stats(self, pi: np.ndarray, p: np.ndarray, y: np.ndarray, e: np.ndarray) -> dict[str, _Stats]:
+    def stats(self, pi: np.ndarray, p: np.ndarray, Y: np.ndarray, e: np.ndarray) -> dict[str, _Stats]:
         """Per-step gradient statistics of every block at the current expected parameters.
 
         Per coordinate, with weights ``w_i`` (1 for beta, ``z_ik`` for V) and a step that
@@ -435,7 +555,8 @@ class _Integrator:
         ``c / B_problem = E[1 / K | K > 0]``; the cross term takes ``E[d | informative]`` as
         ``D0``). Without the filter this is ``(E[x^2] - E[x]^2) / B_problem`` for ``x = g + d``.
         The diagonal Jacobian is ``mean_i w_i^2 (dE[g_i]/dl / q - (kl + ent) pi (1 - pi))``.
-        ``y``: the expected rewards ``e_i Y_is`` of the training rows; ``e``: their execution rates.
+        ``Y``: the rewards of the training rows' types; ``e``: their execution rates (expected
+        rewards ``y_is = e_i Y_is``).
         """
         A, a = self.A, self.algo
         t = _row_table(self.n, a.advantage, a.std_eps, p)
@@ -446,10 +567,14 @@ class _Integrator:
             self.u_share = self.row_share(p)
         red_s, red_v = np.empty((3, S)), np.empty((3, r, S))
         reg_s, reg_v = np.zeros((3, S)), np.zeros((3, r, S))
-        if self.ref is not None or "U" in self.blocks:
+        if self.ref is None and "U" in self.blocks:
+            st = _Stats(*(np.empty_like(pi) for _ in range(3)))
+            _fused_local_stats(pi, Y, e, t, A.Z, q, A.us, float(self.bp), A.mask, red_s, red_v, st.g, st.var, st.jac)
+            out_u = st
+        elif self.ref is not None or "U" in self.blocks:
+            y = Y * e[:, None]
             mean, sq, jac = (np.empty_like(pi) for _ in range(3))
             _moments(pi, y, t, mean, sq, jac)
-            d = np.zeros_like(pi)
             if self.ref is not None:
                 logpi, logref = np.log(pi), np.log(self.ref)
                 kl = (pi * (logpi - logref)).sum(axis=1, keepdims=True)
@@ -460,7 +585,7 @@ class _Integrator:
             else:
                 _reduce(A.Z, mean, sq, jac, red_s, red_v)
         else:
-            _fused_stats(pi, y, t, A.Z, red_s, red_v)
+            _fused_stats(pi, Y * e[:, None], t, A.Z, red_s, red_v)
         out = {}
         for name, red, reg, scale in (("beta", red_s / D, reg_s / D, A.bs), ("V", red_v / D, reg_v / D, A.vs)):
             s0, s1, jq = red
@@ -468,13 +593,14 @@ class _Integrator:
             var = c * (s1 / q - (s0 / q) ** 2) + d1 - d0**2 + 2.0 * (x - s0 * d0) / q
             out[name] = _Stats(scale * (s0 / q + d0) * A.mask, scale**2 * np.maximum(var, 0.0) / self.bp * A.mask,
                                scale**2 * jq / q * A.mask)
-        if "U" in self.blocks:
+        if "U" in self.blocks and self.ref is None:
+            out["U"] = out_u
+        elif "U" in self.blocks:
             # row i's update when it is drawn: us (g_i / K + d_i / B_problem), with K ~ B_problem q
-            x1 = mean / q + d
-            x2 = sq / q**2 + 2.0 * d * mean / q + d * d
-            g = A.us * x1 * A.mask / self.bp
-            out["U"] = _Stats(g, np.maximum(A.us**2 * x2 * A.mask / self.bp**2 - g * g, 0.0),
-                              A.us**2 * (jac / q - (a.kl_coef + a.entropy_coef) * pi * (1.0 - pi)) * A.mask / self.bp)
+            st = _Stats(*(np.empty_like(pi) for _ in range(3)))
+            _local_stats(pi, mean, sq, jac, d if self.ref is not None else np.zeros((0, S)), q, A.us, float(self.bp),
+                         a.kl_coef + a.entropy_coef, A.mask, st.g, st.var, st.jac)
+            out["U"] = st
         if "alpha" in self.blocks:
             strat = p / np.maximum(e, 1e-300)
             ee = e * (1.0 - e)
@@ -488,7 +614,7 @@ class _Integrator:
     def informative_share(self, p: np.ndarray) -> float:
         """``q = mean_i 1 - p_i^n - (1 - p_i)^n``: the chance that a batch slot's group carries
         signal (not all of its n rollouts agree)."""
-        return float(np.mean(1.0 - p**self.n - (1.0 - p) ** self.n))
+        return 1.0 - float((p**self.n + (1.0 - p) ** self.n).sum()) / p.size
 
     def row_share(self, p: np.ndarray) -> float:
         """``E[1 / K]`` for a visit that moves its row: with ``local_share`` the kernel steps a
@@ -524,7 +650,7 @@ class _Integrator:
         if q <= 0.0:
             return 1.0, 0.0, 1.0
         k = np.arange(1, self.bp + 1)
-        pk = binom.pmf(k, self.bp, min(q, 1.0))
+        pk = _binom_pmf(self.bp, np.array([[min(q, 1.0 - 1e-16)]]))[0, 1:]
         active = float(pk.sum())
         return q, active, float(self.bp * (pk / k).sum() / active)
 
@@ -542,25 +668,23 @@ class _Integrator:
         local = name in ("U", "alpha")
         per = self.active * (self.bp / self.d_full if local else 1.0)
         kk, t = k * per, (self.t_u if local else self.t_adam) + k * per
+        sgd = a.optimizer == "sgd"
         if t <= 0.0:  # no optimiser step yet (every group so far filtered out)
-            return np.zeros_like(b.x), (None if a.optimizer == "sgd" else b.m), (None if a.optimizer == "sgd" else b.v)
-        g = st.g - a.weight_decay * b.x if a.optimizer in ("sgd", "adam") else st.g
-        if a.optimizer == "sgd":
-            scale, m2, v2, d = 1.0, None, None, g
-        else:
-            b1k, b2k = a.beta1**kk, a.beta2**kk
-            m2 = b1k * b.m + (1.0 - b1k) * g
-            v2 = b2k * b.v + (1.0 - b2k) * (g * g + st.var)
-            scale = 1.0 / (np.sqrt(v2 / (1.0 - a.beta2**t)) + a.adam_eps)
-            d = m2 / (1.0 - a.beta1**t) * scale
-        if local:
-            d, lr = d * self.u_share, lr * self.u_share
-        rate = np.maximum(-st.jac, 0.0) * scale
-        return per * d / (1.0 + kk * lr * rate), m2, v2
+            return np.zeros_like(b.x), (None if sgd else b.m), (None if sgd else b.v)
+        share = self.u_share if local else 1.0
+        d, m2, v2 = np.empty_like(b.x), np.empty_like(b.x), np.empty_like(b.x)
+        flat = [np.ascontiguousarray(z).reshape(-1) if z.shape == b.x.shape else
+                np.ascontiguousarray(np.broadcast_to(z, b.x.shape)).reshape(-1)
+                for z in (b.x, b.m, b.v, st.g, st.var, st.jac)]
+        _optimiser_step(*flat, a.weight_decay if a.optimizer in ("sgd", "adam") else 0.0, sgd,
+                        a.beta1**kk, a.beta2**kk, 1.0 - a.beta1**t, 1.0 - a.beta2**t, a.adam_eps,
+                        per * share, kk * lr * share, d.reshape(-1), m2.reshape(-1), v2.reshape(-1))
+        return d, (None if sgd else m2), (None if sgd else v2)
 
-    def plan(self, stats: dict[str, _Stats], k: int) -> dict:
+    def plan(self, stats: dict[str, _Stats], k: int, names=None) -> dict:
+        """:meth:`_plan` of every block (of ``names`` only, when given)."""
         lr = self.lr_over(k)
-        return {name: self._plan(name, st, k, lr) for name, st in stats.items()}
+        return {name: self._plan(name, st, k, lr) for name, st in stats.items() if names is None or name in names}
 
     def lr_over(self, k: int) -> float:
         """Mean learning rate over the next k steps (linear warm-up)."""
@@ -652,30 +776,39 @@ def _metrics(p: np.ndarray, ks) -> dict[str, float]:
     """Mean exact metrics of pass rates p: avg@k = p, best@k = 1 - (1-p)^k, worst@k = p^k."""
     p = np.clip(p, 0.0, 1.0)
     q = 1.0 - p
+    inv = 1.0 / p.size  # sums, not np.mean: this runs after every macro step
+    avg = float(p.sum()) * inv
     out = {}
     for k in ks:
-        out[f"avg@{k}"] = float(p.mean())
-        out[f"best@{k}"] = float(1.0 - (q**k).mean())
-        out[f"worst@{k}"] = float((p**k).mean())
+        out[f"avg@{k}"] = avg
+        out[f"best@{k}"] = 1.0 - float((q**k).sum()) * inv
+        out[f"worst@{k}"] = float((p**k).sum()) * inv
     return out
 
 
 def mean_field(config: SimConfig, population: Population | None = None, *, max_change: float = 0.5,
-               growth: float = 0.3, max_train: int | None = None, seed: int = 0) -> MeanFieldTrace:
+               growth: float = 0.3, max_train: int | None = None, seed: int = 0, train_size: int | None = None,
+               train_every_step: bool = True) -> MeanFieldTrace:
     """Integrate the mean-field recursion for ``config`` up to its M steps.
 
     ``growth`` bounds a macro step to ``max(1, growth * t)`` GRPO steps after ``t`` and
     ``max_change`` its largest policy change ``||d pi_i||_1``; ``max_train`` uses a
     random subset of that many training problems (``seed``) for the expected gradient.
-    Metrics are recorded after every macro step; the validation set is evaluated without
-    the per-problem offsets, as in :func:`isosim.sim.run.simulate`.
+    ``train_size``: the number of training problems the population's training rows stand
+    for (default: their number). The expected gradient is a mean over problems, so equally
+    weighted representatives of D problems give it directly; D enters through the share
+    B_problem / D of the steps that visit a problem (its per-problem offsets), which is taken
+    with this D (:func:`isosim.plan.planner.representatives` makes such rows).
+    Metrics are recorded after every macro step (the training split's only after the last
+    one without ``train_every_step``); the validation set is evaluated without the
+    per-problem offsets, as in :func:`isosim.sim.run.simulate`.
     """
     config.validate()
     if config.algo.baseline_n > config.allocation.n:
         raise IsosimInputError("the mean field does not model a decoupled baseline (baseline_n > n)")
     pop = population if population is not None else build_population(config.population, config.model)
     A = _arrays(config, pop, max_train, seed)
-    it = _Integrator(config, A, len(pop.train))
+    it = _Integrator(config, A, int(train_size) if train_size else len(pop.train))
     al = config.allocation
     total = al.resolved_steps(config.algo)
     per_step = al.rollouts_per_step(config.algo)
@@ -683,26 +816,26 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
     ks = config.eval.ks
     rows: list[dict] = []
     e_val = it.execution(A.val_E, False)
-    y_val = A.val_Y * e_val[:, None]
+
     while True:
-        e = it.execution(A.E, True)
-        y = A.Y * e[:, None]
-        pi, p = it.policy(A.L0, A.Z, y, True)
         head = {"step": it.t, "compute_rollouts": it.t * per_step, "compute_tokens": it.t * tokens}
-        p_val = it.policy(A.val_L0, A.val_Z, y_val, False)[1]
-        zero = float(np.mean(p**al.n + (1.0 - p) ** al.n))
-        rows.append({**head, "split": "train", **_metrics(p, ks), "zero_var_frac": zero})
+        pi = None
+        if train_every_step or it.t >= total:
+            e = it.execution(A.E, True)
+            pi, p = it.policy(A.L0, A.Z, A.Y, True, need_pi=not it.epoch_rows, rate=e)
+            zero = float(np.mean(p**al.n + (1.0 - p) ** al.n))
+            rows.append({**head, "split": "train", **_metrics(p, ks), "zero_var_frac": zero})
+        p_val = it.policy(A.val_L0, A.val_Z, A.val_Y, False, need_pi=False, rate=e_val)[1]
         rows.append({**head, "split": "val", **_metrics(p_val, ks)})
         if it.t >= total:
             break
-        if it.epoch_rows:  # the batch's problems as this epoch found them
+        if it.epoch_rows or pi is None:  # the batch's problems as this epoch found them
             e = it.execution(A.E, True, it.epoch_rows)
-            y = A.Y * e[:, None]
-            pi, p = it.policy(A.L0, A.Z, y, True, rows=it.epoch_rows)
-        stats = it.stats(pi, p, y, e)
+            pi, p = it.policy(A.L0, A.Z, A.Y, True, rows=it.epoch_rows, rate=e)
+        stats = it.stats(pi, p, A.Y, e)
         k = 1
         if it.t >= config.algo.warmup:
-            change = it.policy_change(it.plan(stats, 1), pi)
+            change = it.policy_change(it.plan(stats, 1, ("beta", "V", "U")), pi)  # the blocks that move pi
             cap = int(max_change / change) if change > 0 else total
             k = max(1, min(cap, int(growth * it.t), total - it.t))
         it.advance(it.plan(stats, k), k)

@@ -2,7 +2,10 @@
 ``n``, ``B_problem`` and ``M``.
 
 Allocations are powers of two with ``n >= 2``, ``n * B_problem <= B_max``,
-``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The search runs the mean
+``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The mean field runs on
+:data:`MAX_TRAIN` pass-rate quantile representatives of the D problems that stand for all of
+them (:func:`representatives`, :func:`mean_field_setup`), so a plan's cost does not grow with
+D; ``verify`` simulates every problem. The search runs the mean
 field (:mod:`isosim.plan.meanfield`, through :func:`isosim.plan.predict.predict`) in two
 stages, as the study prescribes (tune n first, keep B_problem moderate): every n at
 ``B_problem = min(32, ...)``, then for the three best n the neighbouring B_problem (a half,
@@ -37,8 +40,15 @@ from .ranking import RankingError, confidence_level, ranking_error
 
 MAX_N = 2048
 MAX_B_PROBLEM = 1024
-#: training problems the mean field averages over, and validation problems it scores
-MAX_TRAIN, MAX_VAL = 3000, 300
+#: training problems the mean field integrates (pass-rate quantile representatives of a larger
+#: set, :func:`representatives`), and validation problems it scores
+MAX_TRAIN, MAX_VAL = 256, 300
+#: how the planner runs the mean field (:func:`isosim.plan.meanfield.mean_field`): its default
+#: integration, with the training metrics only at the end (the ranking needs the final
+#: zero-signal share alone). A looser step (``max_change`` 1) takes a third fewer macro steps on
+#: the hard band but raised the measured mean regret of the features model from 0.00001 to
+#: 0.0005 avg@4 (docs/planner.md), so it is not used.
+MEAN_FIELD_OPTIONS = {"train_every_step": False}
 
 
 @dataclass(frozen=True)
@@ -284,10 +294,53 @@ def allocations_stage2(top_n: list[int], bp0: int, d: int, budget: float, b_max:
     return out
 
 
-def _population(values: np.ndarray, model: ModelConfig, seed: int) -> Population:
+def representatives(values, k: int) -> np.ndarray:
+    """``k`` pass rates that stand for ``values`` in equal shares: the means of ``k`` equal-count
+    quantile bins (all of ``values``, sorted, when there are at most ``k``).
+
+    With the D values sorted, ``F(x)`` the integral of the step function ``x -> p_(floor(x))``
+    over [0, x], bin j covers ``[j D / k, (j + 1) D / k)`` (fractional ends) and its
+    representative is ``(F((j+1) D/k) - F(j D/k)) / (D / k)``. Every bin carries weight 1/k,
+    so the mean pass rate (avg@k of the base) is exact, and for any metric ``f(p)``
+    (best@k, worst@k) the error of the base value is at most ``max |f''| / 2`` times the mean
+    within-bin variance of the pass rates (:func:`binning_error`): a Taylor expansion about
+    each bin's mean, whose first-order term vanishes.
+    """
+    v = np.sort(np.asarray(values, float).ravel())
+    d = v.size
+    if d <= k:
+        return v
+    edges = np.arange(k + 1) * (d / k)
+    F = np.concatenate([[0.0], np.cumsum(v)])
+    Fe = np.interp(edges, np.arange(d + 1), F)
+    return np.clip(np.diff(Fe) / (d / k), v[0], v[-1])
+
+
+def binning_error(values, k: int) -> float:
+    """The mean within-bin variance of ``values`` in :func:`representatives`' ``k`` bins: the base
+    value of a metric ``f(p)`` moves by at most ``max |f''| / 2`` times it (``max |f''| = j (j-1)``
+    for best@j and worst@j)."""
+    v = np.sort(np.asarray(values, float).ravel())
+    d = v.size
+    if d <= k:
+        return 0.0
+    edges = np.arange(k + 1) * (d / k)
+    idx = np.arange(d + 1)
+    F1 = np.interp(edges, idx, np.concatenate([[0.0], np.cumsum(v)]))
+    F2 = np.interp(edges, idx, np.concatenate([[0.0], np.cumsum(v * v)]))
+    w = d / k
+    return float(np.mean(np.maximum(np.diff(F2) / w - (np.diff(F1) / w) ** 2, 0.0)))
+
+
+def _validation_values(values: np.ndarray, seed: int) -> np.ndarray:
+    """The validation set's pass rates: :data:`MAX_VAL` of ``values`` at random (all of them when
+    fewer), the same for the mean field and for the simulations of ``verify``."""
     rng = np.random.default_rng(seed)
-    val = values if len(values) <= MAX_VAL else rng.choice(values, MAX_VAL, replace=False)
-    return population_from_pass_rates(values, val, model=model, seed=seed)
+    return values if len(values) <= MAX_VAL else rng.choice(values, MAX_VAL, replace=False)
+
+
+def _population(values: np.ndarray, model: ModelConfig, seed: int) -> Population:
+    return population_from_pass_rates(values, _validation_values(values, seed), model=model, seed=seed)
 
 
 def setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: AlgoConfig | None = None,
@@ -302,6 +355,36 @@ def setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: Al
     base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
         population={"train_size": len(values), "val_size": len(pop.val)}, eval={"ks": ks})
     return pop, base
+
+
+def mean_field_setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: AlgoConfig | None = None,
+                     seed: int = 0) -> tuple[Population, SimConfig, dict]:
+    """What the planner's mean field runs on: a population of :data:`MAX_TRAIN` training problems
+    whose base pass rates are :func:`representatives` of ``values`` (fresh generator draws, as in
+    :func:`setup`) and the validation problems of :func:`setup` (the same draws: its validation
+    set does not depend on the training set), the base config of :func:`setup`,
+    and the options of :func:`isosim.plan.predict.predict` that make those rows stand for all
+    ``len(values)`` training problems (``train_size``). Its cost per macro step does not grow
+    with the number of problems."""
+    values = np.asarray(values, dtype=float).ravel()
+    model = model or ModelConfig()
+    ks = tuple(sorted({1, 4, *(parse_metric(m)[1] for m in metrics)}))
+    pop = population_from_pass_rates(representatives(values, MAX_TRAIN), _validation_values(values, seed),
+                                     model=model, seed=seed)
+    base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
+        population={"train_size": len(values), "val_size": len(pop.val)}, eval={"ks": ks})
+    return pop, base, dict(MEAN_FIELD_OPTIONS, train_size=len(values), threads=threads())
+
+
+def threads() -> int:
+    """Allocations the planner integrates at once: the cores this process may use, at most 4."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 def simulate_candidate(base: SimConfig, pop: Population, n: int, b_problem: int, budget: float,
@@ -349,9 +432,8 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
         raise IsosimInputError(f"verify needs at least one seed, got {seeds}")
     shown = list(dict.fromkeys([*metrics, "avg@4", "best@4", "worst@4"]))
     d = len(values)
-    pop, base = setup(values, metrics, model, algo, seed)
+    pop, base, opts = mean_field_setup(values, metrics, model, algo, seed)
     bp0, stage1 = allocations_stage1(d, budget, b_max)
-    opts = {"max_train": MAX_TRAIN, "seed": seed}
     runs = _by_allocation(predict(base, stage1, budget, pop, **opts))
     first = _candidates(pd.concat(runs.values(), ignore_index=True), shown)
     out = {}
@@ -366,8 +448,9 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
                               default_knobs=base.model == ModelConfig(kind=base.model.kind) and base.algo == AlgoConfig())
         if ensemble:
             out[metric] = ensemble_agreement(out[metric], runs, values, ensemble, base, pop, b_max, seed)
-        if verify:
-            out[metric] = _verify(out[metric], base, pop, seeds, seed)
+        if verify:  # simulated on every problem, not on the mean field's representatives
+            full_pop, full_base = setup(values, metrics, model, algo, seed)
+            out[metric] = _verify(out[metric], full_base, full_pop, seeds, seed)
     return out
 
 
@@ -381,12 +464,12 @@ def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: 
     bp = p.best.b_problem
     allocs = [(n, bp) for n in _powers(2, min(MAX_N, b_max // bp, int(p.budget // bp)))]
     grid = p.n_star_curve["compute"].to_numpy(float)
-    opts = {"max_train": MAX_TRAIN, "seed": seed}
+    opts = dict(MEAN_FIELD_OPTIONS, train_size=len(values), threads=threads())  # as mean_field_setup's
     todo = [a for a in allocs if a not in runs]
     have = {**runs, **(_by_allocation(predict(base, todo, p.budget, pop, **opts)) if todo else {})}
     per = [pd.concat([have[a] for a in allocs], ignore_index=True)]
     for member in ensemble:
-        m_pop, m_base = setup(values, (p.metric,), member.model, member.algo, seed)
+        m_pop, m_base, _ = mean_field_setup(values, (p.metric,), member.model, member.algo, seed)
         per.append(predict(m_base, allocs, p.budget, m_pop, **opts))
     table = np.array([n_star(c, p.metric, grid=grid, hold=True).set_index("compute")["n"].reindex(grid)
                       .to_numpy(float) for c in per])
