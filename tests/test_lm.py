@@ -801,3 +801,45 @@ def test_lm_validate_exits_on_sigterm_and_restores_the_handler(monkeypatch):
         main(["lm", "validate", "--quick", "--out", "unused"])
     assert exc.value.code == 128 + signal.SIGTERM and seen["handler"] is cli_lm._exit_on_sigterm
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_checkpointed_run_continues_with_the_numbers_of_a_straight_run(tmp_path):
+    """A Q1 run checkpointed at C_max = 64 and continued to 128 (``--max-budget`` on a configuration
+    with ``checkpoints``) gives the same evaluations, training rewards and final state as a run
+    trained straight to 128; the budget fields are left out of the configuration id, so the
+    continued run shares the results file; the continued run trains only the new steps."""
+    from isosim.lm.protocol import with_max_budget
+    from isosim.lm.validate import train_q1_run
+
+    spec = TaskSpec(1, 4)
+    cfg = replace(quick_config(), name="test-ckpt", task=spec, b_problem=4, n_grid=(2, 4), budget=128, min_budget=128,
+                  n_budgets=3, val_size=6, eval_samples=4, checkpoints=True, subsets=("easy",),
+                  model=GPTConfig(VOCAB_SIZE, spec.block_size, n_layer=1, n_head=2, n_embd=16))
+    short = with_max_budget(cfg, 64)
+    assert (short.budget, short.min_budget, short.n_budgets) == (64, 64, 2)
+    assert short.config_id() == cfg.config_id() != replace(cfg, checkpoints=False).config_id()
+    with pytest.raises(ValueError):
+        with_max_budget(cfg, 96)
+    rng = np.random.default_rng(5)
+    train, val = sample_problems(10, spec, rng), sample_problems(6, spec, rng)
+    torch.manual_seed(0)
+    base = GPT(cfg.model).state_dict()  # a fresh model of the configuration's shape
+    args = (base, train, val, "easy", 2, 0)
+    straight = train_q1_run(cfg, *args, 128, checkpoint=tmp_path / "a.pt")
+    first = train_q1_run(short, *args, 64, checkpoint=tmp_path / "b.pt")
+    cont = train_q1_run(cfg, *args, 128, checkpoint=tmp_path / "b.pt")
+    assert [r["step"] for r in first[:-1]] == [4, 8] and [r["step"] for r in straight[:-1]] == [4, 8, 16]
+    assert cont[-1]["resumed_from_step"] == 8 and cont[-1]["steps"] == straight[-1]["steps"] == 16
+    assert [r.get("resumed", False) for r in cont[:-1]] == [True, True, False]
+    for a, b in zip(straight[:-1], cont[:-1]):
+        for key in ("step", "compute", "tokens", "value", "counts", "train_reward", "train_reward_since", "budget"):
+            assert a[key] == b[key], key
+    assert straight[-1]["train_curve"] == cont[-1]["train_curve"] and straight[-1]["tokens"] == cont[-1]["tokens"]
+    sa, sb = torch.load(tmp_path / "a.pt", weights_only=False), torch.load(tmp_path / "b.pt", weights_only=False)
+    assert all(torch.equal(sa["model"][k], sb["model"][k]) for k in sa["model"])
+    assert np.array_equal(sa["rewards"], sb["rewards"]) and sa["steps"] == sb["steps"] == 16
+    # a shorter run does not overwrite a longer checkpoint; another run's checkpoint is not used
+    again = train_q1_run(short, *args, 64, checkpoint=tmp_path / "b.pt")
+    assert again[-1]["resumed_from_step"] == 0 and torch.load(tmp_path / "b.pt", weights_only=False)["steps"] == 16
+    other = train_q1_run(cfg, base, train, val, "easy", 2, 1, 128, checkpoint=tmp_path / "b.pt")
+    assert other[-1]["resumed_from_step"] == 0
