@@ -678,6 +678,9 @@ def test_cli_scale_errors_create_nothing(tmp_path, capsys, monkeypatch):
     assert cli.main(["lm", "validate", "--quick", "--scale", "medium", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--scale" in err and not out.exists()
+    assert cli.main(["lm", "validate", "--scale", "study", "--max-budget", "3000000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-budget" in err and not out.exists()
     with pytest.raises(SystemExit) as exc:
         cli.main(["lm", "validate", "--scale", "huge", "--out", str(out)])
     assert exc.value.code == 2 and not out.exists()
@@ -843,3 +846,40 @@ def test_checkpointed_run_continues_with_the_numbers_of_a_straight_run(tmp_path)
     assert again[-1]["resumed_from_step"] == 0 and torch.load(tmp_path / "b.pt", weights_only=False)["steps"] == 16
     other = train_q1_run(cfg, base, train, val, "easy", 2, 1, 128, checkpoint=tmp_path / "b.pt")
     assert other[-1]["resumed_from_step"] == 0
+
+
+def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_path):
+    """An easy-only configuration with checkpoints, run to C_max = 256 and then to 512 on the
+    same folder (``--max-budget``): one results file (the configuration id leaves the budget
+    out), the second invocation continues every run from its checkpoint and trains only the new
+    steps, and the result holds every run's validation and training-reward curves, which the
+    report tabulates; a third invocation trains nothing."""
+    from isosim.lm.protocol import with_max_budget
+
+    cfg = replace(quick_config(), name="test-study", pool_size=400, train_size=16, val_size=16, n_grid=(2, 4),
+                  budget=512, min_budget=512, n_budgets=4, eval_samples=4, surrogate_seeds=1,
+                  surrogate_lrs=(0.01, 0.1), time_budget_s=1e5, reserve_s=10, seeds=2, fixed_batch=False,
+                  bootstrap=50, sft=SFTConfig(steps=250, batch=128, lr=3e-3), subsets=("easy",), checkpoints=True)
+    first = run_validate(tmp_path, config=with_max_budget(cfg, 256), figures=False)
+    assert set(first.measured) == {"easy"} and [p["compute"] for p in first.measured["easy"]] == [64, 128, 256]
+    res = run_validate(tmp_path, config=cfg, figures=False)
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len({r["config_id"] for r in recs}) == 1 and [r["kind"] for r in recs].count("base") == 1
+    done = [r for r in recs if r["kind"] == "run_done"]
+    assert len(done) == 8 and sorted(r["resumed_from_step"] for r in done[4:]) == [8, 8, 16, 16]  # 256 / (n * 8)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == sorted(
+        f"easy-n{n}-seed{s}.pt" for n in (2, 4) for s in (0, 1))
+    js = res.to_json()
+    assert [p["compute"] for p in js["measured"]["easy"]] == [64, 128, 256, 512] and "hard" not in js["measured"]
+    runs = js["runs"]["easy"]
+    assert [(r["n"], r["seed"]) for r in runs] == [(0, 0), (2, 0), (2, 1), (4, 0), (4, 1)]
+    for r in runs[1:]:
+        assert r["compute"] == [64, 128, 256, 512] and all(0 <= v <= 1 for v in r["train_reward"] + r["value"])
+        assert r["correct"] == [round(v * 16 * 4) for v in r["value"]]
+    # the evaluations up to 256 were carried over unchanged
+    old = {(r["n"], r["seed"]): r for r in first.to_json()["runs"]["easy"]}
+    assert all(r["value"][:3] == old[(r["n"], r["seed"])]["value"] for r in runs[1:])
+    assert "Training reward beside validation" in (tmp_path / "report.md").read_text()
+    run_validate(tmp_path, config=cfg, figures=False)
+    assert [json.loads(line)["kind"] for line in (tmp_path / "results.jsonl").read_text().splitlines()].count(
+        "run_done") == 8
