@@ -881,5 +881,9 @@ def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_pat
     assert all(r["value"][:3] == old[(r["n"], r["seed"])]["value"] for r in runs[1:])
     assert "Training reward beside validation" in (tmp_path / "report.md").read_text()
     run_validate(tmp_path, config=cfg, figures=False)
+    # both C_max are stored: either is recomputed from the results file alone, without training
+    (tmp_path / "base.pt").unlink()
+    again = run_validate(tmp_path, config=with_max_budget(cfg, 256), figures=False)
+    assert again.measured == first.measured
     assert [json.loads(line)["kind"] for line in (tmp_path / "results.jsonl").read_text().splitlines()].count(
-        "run_done") == 8
+        "run_done") == 8 and not (tmp_path / "base.pt").exists()

@@ -521,7 +521,8 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out / "results.jsonl", cfg.config_id())
     journal.write("start", config=asdict(cfg), device=device, torch=torch.__version__, workers=workers)
-    plan = journal.last("plan")
+    # with checkpoints one results file holds the plans of several C_max (--max-budget): take this one's
+    plan = journal.last("plan", requested=cfg.budget) if cfg.checkpoints else journal.last("plan")
     stored = journal.last("subsets")
     if plan is not None and stored is not None and journal.last("base") is not None \
             and (not cfg.checkpoints or plan.get("requested") == cfg.budget) \
