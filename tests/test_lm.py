@@ -887,3 +887,11 @@ def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_pat
     assert again.measured == first.measured
     assert [json.loads(line)["kind"] for line in (tmp_path / "results.jsonl").read_text().splitlines()].count(
         "run_done") == 8 and not (tmp_path / "base.pt").exists()
+
+
+def test_measured_curves_average_the_seeds():
+    from isosim.lm.compare import measured_curves
+
+    evals = [{"subset": "easy", "n": 4, "compute": 64, "value": v, "seed": s} for s, v in enumerate((0.2, 0.4))]
+    evals += [{"subset": "easy", "n": 0, "compute": 0, "value": 0.1}, {"subset": "hard", "n": 4, "compute": 64, "value": 0.9}]
+    assert measured_curves(evals, "easy") == {4: {64: pytest.approx(0.3)}}
