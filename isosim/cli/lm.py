@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--scale", choices=("quick", "medium", "study", "full"), default=None,
                    help="configuration: quick (CI, minutes), medium (2 CPU cores, about 45 minutes with --workers 2: "
                         "n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores), study (2 CPU cores, about "
-                        "45 to 60 minutes with --workers 2: easy only, B_problem 8, n 8/32/128, 4 seeds, C up to 2^21, "
+                        "35 minutes on idle cores with --workers 2: easy only, B_problem 8, n 8/32/128, 4 seeds, C up to 2^21, "
                         "checkpointed) or full (one GPU; the default)")
     v.add_argument("--max-budget", type=int, default=None, metavar="C",
                    help="largest budget C_max (the configuration's times a power of 2; the smallest evaluated budget "

@@ -156,9 +156,11 @@ def medium_config() -> ValidateConfig:
 
 
 def study_config() -> ValidateConfig:
-    """2 CPU cores, about 45 minutes on idle cores with 2 workers: the design whose n* should move
-    (projected from the B_problem = 8 medium attempt, where the small n had levelled off at 2^19
-    while n = 32 and 128 were still rising). The medium model and pool, easy subset only,
+    """2 CPU cores: about 3,800 s of CPU measured for the runs to 2^21 (about 31 minutes of 2 idle
+    cores with 2 or more workers; 90 minutes on busy cores). The design whose n* should move,
+    projected from the B_problem = 8 medium attempt, where the small n had levelled off at 2^19
+    while n = 32 and 128 were still rising; in the committed run (paper_figures/lm/study) n = 8
+    rose further instead and n* stayed at 8 up to 2^21. The medium model and pool, easy subset only,
     B_problem 8, n in {8, 32, 128}, 4 training seeds, evaluations at C = 2^13 .. 2^21 (9 budgets,
     a doubling apart); no fixed-batch grid. Every Q1 run is checkpointed when it ends (model,
     AdamW state, the trainer's random states and problem order, its reward history), so
