@@ -678,6 +678,9 @@ def test_cli_scale_errors_create_nothing(tmp_path, capsys, monkeypatch):
     assert cli.main(["lm", "validate", "--quick", "--scale", "medium", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--scale" in err and not out.exists()
+    assert cli.main(["lm", "validate", "--scale", "study", "--max-budget", "3000000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-budget" in err and not out.exists()
     with pytest.raises(SystemExit) as exc:
         cli.main(["lm", "validate", "--scale", "huge", "--out", str(out)])
     assert exc.value.code == 2 and not out.exists()
@@ -801,3 +804,94 @@ def test_lm_validate_exits_on_sigterm_and_restores_the_handler(monkeypatch):
         main(["lm", "validate", "--quick", "--out", "unused"])
     assert exc.value.code == 128 + signal.SIGTERM and seen["handler"] is cli_lm._exit_on_sigterm
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_checkpointed_run_continues_with_the_numbers_of_a_straight_run(tmp_path):
+    """A Q1 run checkpointed at C_max = 64 and continued to 128 (``--max-budget`` on a configuration
+    with ``checkpoints``) gives the same evaluations, training rewards and final state as a run
+    trained straight to 128; the budget fields are left out of the configuration id, so the
+    continued run shares the results file; the continued run trains only the new steps."""
+    from isosim.lm.protocol import with_max_budget
+    from isosim.lm.validate import train_q1_run
+
+    spec = TaskSpec(1, 4)
+    cfg = replace(quick_config(), name="test-ckpt", task=spec, b_problem=4, n_grid=(2, 4), budget=128, min_budget=128,
+                  n_budgets=3, val_size=6, eval_samples=4, checkpoints=True, subsets=("easy",),
+                  model=GPTConfig(VOCAB_SIZE, spec.block_size, n_layer=1, n_head=2, n_embd=16))
+    short = with_max_budget(cfg, 64)
+    assert (short.budget, short.min_budget, short.n_budgets) == (64, 64, 2)
+    assert short.config_id() == cfg.config_id() != replace(cfg, checkpoints=False).config_id()
+    with pytest.raises(ValueError):
+        with_max_budget(cfg, 96)
+    rng = np.random.default_rng(5)
+    train, val = sample_problems(10, spec, rng), sample_problems(6, spec, rng)
+    torch.manual_seed(0)
+    base = GPT(cfg.model).state_dict()  # a fresh model of the configuration's shape
+    args = (base, train, val, "easy", 2, 0)
+    straight = train_q1_run(cfg, *args, 128, checkpoint=tmp_path / "a.pt")
+    first = train_q1_run(short, *args, 64, checkpoint=tmp_path / "b.pt")
+    cont = train_q1_run(cfg, *args, 128, checkpoint=tmp_path / "b.pt")
+    assert [r["step"] for r in first[:-1]] == [4, 8] and [r["step"] for r in straight[:-1]] == [4, 8, 16]
+    assert cont[-1]["resumed_from_step"] == 8 and cont[-1]["steps"] == straight[-1]["steps"] == 16
+    assert [r.get("resumed", False) for r in cont[:-1]] == [True, True, False]
+    for a, b in zip(straight[:-1], cont[:-1]):
+        for key in ("step", "compute", "tokens", "value", "counts", "train_reward", "train_reward_since", "budget"):
+            assert a[key] == b[key], key
+    assert straight[-1]["train_curve"] == cont[-1]["train_curve"] and straight[-1]["tokens"] == cont[-1]["tokens"]
+    sa, sb = torch.load(tmp_path / "a.pt", weights_only=False), torch.load(tmp_path / "b.pt", weights_only=False)
+    assert all(torch.equal(sa["model"][k], sb["model"][k]) for k in sa["model"])
+    assert np.array_equal(sa["rewards"], sb["rewards"]) and sa["steps"] == sb["steps"] == 16
+    # a shorter run does not overwrite a longer checkpoint; another run's checkpoint is not used
+    again = train_q1_run(short, *args, 64, checkpoint=tmp_path / "b.pt")
+    assert again[-1]["resumed_from_step"] == 0 and torch.load(tmp_path / "b.pt", weights_only=False)["steps"] == 16
+    other = train_q1_run(cfg, base, train, val, "easy", 2, 1, 128, checkpoint=tmp_path / "b.pt")
+    assert other[-1]["resumed_from_step"] == 0
+
+
+def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_path):
+    """An easy-only configuration with checkpoints, run to C_max = 256 and then to 512 on the
+    same folder (``--max-budget``): one results file (the configuration id leaves the budget
+    out), the second invocation continues every run from its checkpoint and trains only the new
+    steps, and the result holds every run's validation and training-reward curves, which the
+    report tabulates; a third invocation trains nothing."""
+    from isosim.lm.protocol import with_max_budget
+
+    cfg = replace(quick_config(), name="test-study", pool_size=400, train_size=16, val_size=16, n_grid=(2, 4),
+                  budget=512, min_budget=512, n_budgets=4, eval_samples=4, surrogate_seeds=1,
+                  surrogate_lrs=(0.01, 0.1), time_budget_s=1e5, reserve_s=10, seeds=2, fixed_batch=False,
+                  bootstrap=50, sft=SFTConfig(steps=250, batch=128, lr=3e-3), subsets=("easy",), checkpoints=True)
+    first = run_validate(tmp_path, config=with_max_budget(cfg, 256), figures=False)
+    assert set(first.measured) == {"easy"} and [p["compute"] for p in first.measured["easy"]] == [64, 128, 256]
+    res = run_validate(tmp_path, config=cfg, figures=False)
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len({r["config_id"] for r in recs}) == 1 and [r["kind"] for r in recs].count("base") == 1
+    done = [r for r in recs if r["kind"] == "run_done"]
+    assert len(done) == 8 and sorted(r["resumed_from_step"] for r in done[4:]) == [8, 8, 16, 16]  # 256 / (n * 8)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == sorted(
+        f"easy-n{n}-seed{s}.pt" for n in (2, 4) for s in (0, 1))
+    js = res.to_json()
+    assert [p["compute"] for p in js["measured"]["easy"]] == [64, 128, 256, 512] and "hard" not in js["measured"]
+    runs = js["runs"]["easy"]
+    assert [(r["n"], r["seed"]) for r in runs] == [(0, 0), (2, 0), (2, 1), (4, 0), (4, 1)]
+    for r in runs[1:]:
+        assert r["compute"] == [64, 128, 256, 512] and all(0 <= v <= 1 for v in r["train_reward"] + r["value"])
+        assert r["correct"] == [round(v * 16 * 4) for v in r["value"]]
+    # the evaluations up to 256 were carried over unchanged
+    old = {(r["n"], r["seed"]): r for r in first.to_json()["runs"]["easy"]}
+    assert all(r["value"][:3] == old[(r["n"], r["seed"])]["value"] for r in runs[1:])
+    assert "Training reward beside validation" in (tmp_path / "report.md").read_text()
+    run_validate(tmp_path, config=cfg, figures=False)
+    # both C_max are stored: either is recomputed from the results file alone, without training
+    (tmp_path / "base.pt").unlink()
+    again = run_validate(tmp_path, config=with_max_budget(cfg, 256), figures=False)
+    assert again.measured == first.measured
+    assert [json.loads(line)["kind"] for line in (tmp_path / "results.jsonl").read_text().splitlines()].count(
+        "run_done") == 8 and not (tmp_path / "base.pt").exists()
+
+
+def test_measured_curves_average_the_seeds():
+    from isosim.lm.compare import measured_curves
+
+    evals = [{"subset": "easy", "n": 4, "compute": 64, "value": v, "seed": s} for s, v in enumerate((0.2, 0.4))]
+    evals += [{"subset": "easy", "n": 0, "compute": 0, "value": 0.1}, {"subset": "hard", "n": 4, "compute": 64, "value": 0.9}]
+    assert measured_curves(evals, "easy") == {4: {64: pytest.approx(0.3)}}

@@ -23,10 +23,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = acts.add_parser("validate", help="measured vs predicted n*(C) (writes JSON lines, figures, a report)")
     v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores); "
                                                         "the same as --scale quick")
-    v.add_argument("--scale", choices=("quick", "medium", "full"), default=None,
-                   help="configuration: quick (CI, minutes), medium (2 CPU cores, about 27 minutes of idle cores with --workers 2: "
-                        "n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores) or full (one GPU); default: full where a "
-                        "CUDA device is found, medium otherwise")
+    v.add_argument("--scale", choices=("quick", "medium", "study", "full"), default=None,
+                   help="configuration: quick (CI, minutes), medium (2 CPU cores, about 27 minutes of idle cores with "
+                        "--workers 2: n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores), study (2 CPU cores, "
+                        "about 35 minutes on idle cores with --workers 2: easy only, B_problem 8, n 8/32/128, 4 seeds, C up "
+                        "to 2^21, checkpointed) or full (one GPU); default: full where a CUDA device is found, medium "
+                        "otherwise")
+    v.add_argument("--max-budget", type=int, default=None, metavar="C",
+                   help="largest budget C_max (the configuration's times a power of 2; the smallest evaluated budget "
+                        "stays); with --scale study a larger C_max on the same --out continues the checkpointed runs")
     v.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=1,
                    help=f"processes training the Q1 runs in parallel, 1 to {MAX_WORKERS}, one torch thread each "
                         "(CPU only; default 1)")
@@ -95,6 +100,13 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"lm validate: no --scale given: {scale}, {SCALE_NOTES[scale]} ({args.device} device found; "
               "--quick for a check of about 2 minutes, --scale to choose)", file=sys.stderr, flush=True)
     cfg = SCALES[scale]()
+    if args.max_budget is not None:
+        from ..lm.protocol import with_max_budget
+
+        try:
+            cfg = with_max_budget(cfg, args.max_budget)
+        except ValueError as e:
+            raise IsosimInputError(f"--max-budget: {e}") from None
     calibrated = None
     if args.calibrate:
         from ..lm.heldout import calibrated_surrogate

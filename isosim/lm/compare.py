@@ -57,11 +57,13 @@ def n_star(curves: dict[int, dict[int, float]], budget_list: list[int]) -> list[
 
 
 def measured_curves(evals: list[dict], subset: str) -> dict[int, dict[int, float]]:
-    curves: dict[int, dict[int, float]] = {}
+    """{n: {C: validation avg@1}} of the subset's Q1 runs, the mean over the seeds evaluated at C
+    (with several seeds a budget's value is their mean, not the last one stored)."""
+    vals: dict[int, dict[int, list[float]]] = {}
     for r in evals:
         if r["subset"] == subset and r["n"] > 0:
-            curves.setdefault(int(r["n"]), {})[int(r["compute"])] = float(r["value"])
-    return curves
+            vals.setdefault(int(r["n"]), {}).setdefault(int(r["compute"]), []).append(float(r["value"]))
+    return {n: {c: float(np.mean(v)) for c, v in sorted(cs.items())} for n, cs in vals.items()}
 
 
 def surrogate_rates(counts: np.ndarray, m: int, how: str) -> np.ndarray:

@@ -61,12 +61,16 @@ class ValidateConfig:
     interval: float = 0.9  # central probability of that interval
     lr_rule: str = "constant"  # "constant": grpo.lr for every run; "sqrt": grpo.lr * sqrt(n B_problem / lr_ref_batch)
     lr_ref_batch: int = 256  # the batch n * B_problem at which a "sqrt" run's lr is grpo.lr
+    subsets: tuple[str, ...] = ("easy", "hard")  # which subsets (keys of BANDS) are picked and trained
+    checkpoints: bool = False  # save each Q1 run when it ends, so a larger C_max continues it (see config_id)
 
     def __post_init__(self):
         if self.lr_rule not in LR_RULES:
             raise ValueError(f"lr_rule must be one of {LR_RULES}, got {self.lr_rule!r}")
         if self.lr_ref_batch < 1:
             raise ValueError("lr_ref_batch must be >= 1")
+        if not self.subsets or any(k not in BANDS for k in self.subsets):
+            raise ValueError(f"subsets must be a non-empty tuple of {tuple(BANDS)}, got {self.subsets!r}")
 
     def run_lr(self, n: int, b_problem: int) -> float:
         """The learning rate of a run with group size n and B_problem problems a step: ``grpo.lr``
@@ -85,11 +89,16 @@ class ValidateConfig:
         surrogate's settings, the time budget and the bootstrap are left out (changing them
         recomputes the comparison from the stored runs without retraining), and so are fields
         added after results were first stored, while they keep their default values (old
-        results files keep their id)."""
+        results files keep their id). With ``checkpoints`` the budget fields (``budget``,
+        ``min_budget``, ``n_budgets``) are left out as well: a run to a larger C_max is the same run
+        continued, so it shares the results file, the base model, the pool and the checkpoints."""
         d = asdict(self)
         for key in ("time_budget_s", "reserve_s", "surrogate", "surrogate_seeds", "surrogate_lrs", "bootstrap",
                     "interval"):
             d.pop(key)
+        if self.checkpoints:
+            for key in ("budget", "min_budget", "n_budgets"):
+                d.pop(key)
         for key, default in _LATER_DEFAULTS.items():
             if d[key] == default:
                 d.pop(key)
@@ -98,7 +107,22 @@ class ValidateConfig:
 
 _LATER_DEFAULTS = {"seeds": 1, "fixed_batch": True,
                    "pool_bands": ((0.2, 0.75, 0.45), (0.0, 0.15, 0.45), (0.0, 1.0, 0.1)),
-                   "lr_rule": "constant", "lr_ref_batch": 256}
+                   "lr_rule": "constant", "lr_ref_batch": 256, "subsets": ("easy", "hard"), "checkpoints": False}
+
+
+def with_max_budget(cfg: ValidateConfig, c_max: int) -> ValidateConfig:
+    """``cfg`` with the planned and the smallest C_max set to ``c_max`` (a power-of-2 multiple or
+    fraction of ``cfg.budget``) and as many evaluation budgets as keep the smallest one,
+    ``cfg.budget / 2^(n_budgets - 1)``, where it was: ``--max-budget``. On a configuration with
+    ``checkpoints`` this extends (or shortens) the same grid."""
+    ratio = c_max / cfg.budget
+    k = round(math.log2(ratio)) if ratio > 0 else 0
+    if ratio <= 0 or 2.0**k != ratio:
+        raise ValueError(f"the largest budget must be the configuration's ({cfg.budget}) times a power of 2, "
+                         f"got {c_max}")
+    if cfg.n_budgets + k < 1:
+        raise ValueError(f"{c_max} is below the smallest evaluated budget {cfg.budget // 2**(cfg.n_budgets - 1)}")
+    return replace(cfg, budget=int(c_max), min_budget=int(c_max), n_budgets=cfg.n_budgets + k)
 
 
 def quick_config() -> ValidateConfig:
@@ -131,6 +155,21 @@ def medium_config() -> ValidateConfig:
     )
 
 
+def study_config() -> ValidateConfig:
+    """2 CPU cores: about 3,800 s of CPU measured for the runs to 2^21 (about 31 minutes of 2 idle
+    cores with 2 or more workers; 90 minutes on busy cores). The design whose n* should move,
+    projected from the B_problem = 8 medium attempt, where the small n had levelled off at 2^19
+    while n = 32 and 128 were still rising; in the committed run (paper_figures/lm/study) n = 8
+    rose further instead and n* stayed at 8 up to 2^21. The medium model and pool, easy subset only,
+    B_problem 8, n in {8, 32, 128}, 4 training seeds, evaluations at C = 2^13 .. 2^21 (9 budgets,
+    a doubling apart); no fixed-batch grid. Every Q1 run is checkpointed when it ends (model,
+    AdamW state, the trainer's random states and problem order, its reward history), so
+    ``--max-budget`` with a larger C_max on the same folder continues the runs instead of
+    retraining them, with the same numbers as runs trained straight through."""
+    return replace(medium_config(), name="study", b_problem=8, n_grid=(8, 32, 128), budget=2**21, min_budget=2**21,
+                   n_budgets=9, seeds=4, subsets=("easy",), checkpoints=True, time_budget_s=72_000.0)
+
+
 def full_config() -> ValidateConfig:
     """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
     fixed batch B = 512, M up to 512."""
@@ -147,7 +186,7 @@ def full_config() -> ValidateConfig:
 
 
 #: the named configurations of ``isosim lm validate --scale``
-SCALES = {"quick": quick_config, "medium": medium_config, "full": full_config}
+SCALES = {"quick": quick_config, "medium": medium_config, "study": study_config, "full": full_config}
 
 
 # --- grids and the time plan ----------------------------------------------------------------

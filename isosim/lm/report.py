@@ -133,6 +133,7 @@ def report_text(res) -> str:
         base = ", ".join(f"{k}: {v:.2f}" for k, v in res.baselines[name].items())
         lines += ["", f"Agreement: mean |log2 n*_measured - log2 n*_predicted| = "
                   f"{res.agreement[name]['mean_abs_log2_error']:.2f} (constant predictors: {base}).", ""]
+        lines += train_validation_text(res, name)
         sh = res.shift.get(name)
         if sh:
             lines += [f"Does n* move? From C = {sh['from']} to {sh['to']}: log2 n* changes by {sh['log2_shift']:+.0f} "
@@ -165,6 +166,35 @@ def report_text(res) -> str:
     cpu = f" (CPU time of this invocation {res.cpu_seconds:.0f} s)" if res.cpu_seconds else ""
     lines.append(f"Wall time {res.seconds:.0f} s{cpu}. Figures: lm_validation.png, lm_base.png; raw data: results.jsonl.")
     return "\n".join(lines) + "\n"
+
+
+def train_validation_text(res, name: str) -> list[str]:
+    """Per n and budget: validation avg@1 and the training reward (the mean over the last quarter
+    of the steps so far), each the mean over seeds with the seeds' standard deviation."""
+    rows = [r for r in res.runs.get(name, []) if r["n"] > 0]
+    if not rows or all(v is None for r in rows for v in r["train_reward"]):
+        return []
+    grid = sorted({r["n"] for r in rows})
+    comp = sorted({c for r in rows for c in r["compute"]})
+    lines = ["Training reward beside validation (mean over seeds ± their standard deviation; training reward: mean "
+             "over the last quarter of the steps so far, on the training problems; validation: avg@1):", "",
+             "| C (rollouts) | " + " | ".join(f"n={n} validation | n={n} training" for n in grid) + " |",
+             "|---|" + "---|" * (2 * len(grid))]
+
+    def cell(vals):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        sd = f" ± {np.std(vals, ddof=1):.3f}" if len(vals) > 1 else ""
+        return f"{np.mean(vals):.3f}{sd}"
+    for c in comp:
+        cells = []
+        for n in grid:
+            at = [(r["value"][r["compute"].index(c)], r["train_reward"][r["compute"].index(c)])
+                  for r in rows if r["n"] == n and c in r["compute"]]
+            cells += [cell([a for a, _ in at]), cell([b for _, b in at])]
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _lr_text(cfg) -> str:

@@ -123,7 +123,8 @@ def measure_pool(cfg: ValidateConfig, model: GPT, teacher: Teacher, out: Path, j
     rates = counts / cfg.measure_samples
     rng = np.random.default_rng([cfg.seed, 0x5B5])
     subsets = {}
-    for name, (lo, hi) in BANDS.items():
+    for name in cfg.subsets:
+        lo, hi = BANDS[name]
         idx = rng.permutation(np.flatnonzero((rates >= lo - 1e-12) & (rates <= hi + 1e-12)))
         val, train = idx[:cfg.val_size], idx[cfg.val_size:cfg.val_size + cfg.train_size]
         if len(val) < cfg.val_size or len(train) < cfg.b_problem:
@@ -174,12 +175,25 @@ def _run_seed(cfg: ValidateConfig, n: int, seed: int) -> int:
 
 
 def train_q1_run(cfg: ValidateConfig, base_state: dict, train: Problems, val: Problems, subset: str, n: int,
-                 seed: int, c_max: int, device: str = "cpu", threads: int = 0, on_step=None) -> list[dict]:
+                 seed: int, c_max: int, device: str = "cpu", threads: int = 0, on_step=None,
+                 checkpoint: str | Path | None = None) -> list[dict]:
     """One Q1 run: GRPO at group size n from the base model to C_max rollouts, validation avg@1
     (and each problem's count of right answers among ``eval_samples``) at the budgets
     C_max / 2^j. Returns the records to journal: one ``eval`` per evaluation, then ``run_done``.
     The evaluation seed depends on the budget only, so every run meets the same sampling noise
-    at equal C. Runs in a worker process when ``threads`` > 0 (torch threads of that process)."""
+    at equal C. Runs in a worker process when ``threads`` > 0 (torch threads of that process).
+
+    Each ``eval`` record carries ``train_reward`` (the mean training reward over the last quarter
+    of the steps so far) and ``train_reward_since`` (over the steps since the previous
+    evaluation); ``run_done`` carries ``train_curve``, the training reward averaged over blocks of
+    ``train_curve_block`` steps.
+
+    ``checkpoint`` (a file path, optional): when the file holds this run (same configuration id,
+    subset, n and seed) stopped at a step no later than this run's last, the run continues from
+    it (model, AdamW state, the trainer's random states, problem order, counters and reward
+    history) and its evaluations up to that step are taken from the file; the numbers are the
+    same as those of a run trained straight through. When the run ends, its state is saved there
+    (unless the file already holds a longer run)."""
     if threads > 0:
         torch.set_num_threads(threads)
     model = GPT(cfg.model).to(device)
@@ -188,9 +202,27 @@ def train_q1_run(cfg: ValidateConfig, base_state: dict, train: Problems, val: Pr
     tr = GRPOTrainer(model, cfg.task, train, cfg.run_grpo(n, cfg.b_problem), device=device,
                      seed=_run_seed(cfg, n, seed))
     marks = eval_steps(c_max, cfg.n_budgets, n, cfg.b_problem)
-    recs, rewards, t0, c0 = [], [], time.perf_counter(), time.process_time()
     key = {"subset": subset, "n": n, "budget": c_max, "seed": seed}
-    for step in range(1, max(marks) + 1):
+    ident = {"config_id": cfg.config_id(), "subset": subset, "n": n, "seed": seed}
+    recs, rewards, t0, c0 = [], [], time.perf_counter(), time.process_time()
+    start, stored = 0, None
+    path = Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        stored = torch.load(path, map_location=device, weights_only=False)
+        by_step = {r["step"]: r for r in stored["evals"]}
+        if stored["ident"] == ident and stored["steps"] <= max(marks) \
+                and all(m in by_step for m in marks if m <= stored["steps"]):
+            model.load_state_dict(stored["model"])
+            tr.opt.load_state_dict(stored["optimizer"])
+            tr.rng.bit_generator.state = stored["numpy_rng"]
+            tr.gen.set_state(stored["torch_generator"].cpu())
+            tr.order = np.asarray(stored["order"], dtype=np.int64)
+            tr.steps, tr.rollouts, tr.tokens = stored["steps"], stored["rollouts"], stored["tokens"]
+            rewards = [float(x) for x in stored["rewards"]]
+            start = tr.steps
+            recs = [{**by_step[m], **key, "attempt": attempt, "resumed": True} for m in sorted(marks) if m <= start]
+    prev = max([m for m in marks if m <= start], default=0)
+    for step in range(start + 1, max(marks) + 1):
         rewards.append(tr.step()["reward"])
         if on_step is not None:
             on_step(n * cfg.b_problem)
@@ -198,10 +230,30 @@ def train_q1_run(cfg: ValidateConfig, base_state: dict, train: Problems, val: Pr
             rates = pass_rates(model, cfg.task, val, cfg.eval_samples, device=device, seed=cfg.seed + 101 + tr.rollouts)
             recs.append({"kind": "eval", **key, "step": step, "compute": tr.rollouts, "tokens": tr.tokens,
                          "value": float(rates.mean()), "train_reward": float(np.mean(rewards[-max(1, step // 4):])),
+                         "train_reward_since": float(np.mean(rewards[prev:step])),
                          "counts": np.round(rates * cfg.eval_samples).astype(int).tolist(), "attempt": attempt})
-    recs.append({"kind": "run_done", **key, "steps": tr.steps, "rollouts": tr.rollouts, "tokens": tr.tokens,
-                 "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "attempt": attempt})
-    return recs
+            prev = step
+    block = max(1, tr.steps // 128)
+    curve = [float(np.mean(rewards[i:i + block])) for i in range(0, len(rewards) - block + 1, block)]
+    done = {"kind": "run_done", **key, "steps": tr.steps, "rollouts": tr.rollouts, "tokens": tr.tokens,
+            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "attempt": attempt,
+            "resumed_from_step": start, "train_curve_block": block, "train_curve": curve}
+    if path is not None and (stored is None or stored["steps"] <= tr.steps):
+        state = {"ident": ident, "model": model.state_dict(), "optimizer": tr.opt.state_dict(),
+                 "numpy_rng": tr.rng.bit_generator.state, "torch_generator": tr.gen.get_state(),
+                 "order": tr.order.copy(), "steps": tr.steps, "rollouts": tr.rollouts, "tokens": tr.tokens,
+                 "rewards": np.asarray(rewards, dtype=np.float64),
+                 "evals": [{k: v for k, v in r.items() if k not in ("attempt", "resumed", "budget")} for r in recs]}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        tmp.replace(path)
+    return recs + [done]
+
+
+def checkpoint_path(out: Path, cfg: ValidateConfig, subset: str, n: int, seed: int) -> Path | None:
+    """Where the Q1 run (subset, n, seed) is checkpointed (``None`` without ``cfg.checkpoints``)."""
+    return Path(out) / "checkpoints" / f"{subset}-n{n}-seed{seed}.pt" if cfg.checkpoints else None
 
 
 def _train_q1_job(args):  # a module-level function, so that a spawned worker can run it
@@ -261,19 +313,22 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
         done = recs[-1]
         if bar is not None and workers > 1:
             bar.update(done["rollouts"])
+        resumed = f", continued from step {done['resumed_from_step']}" if done.get("resumed_from_step") else ""
         log(f"  {done['subset']} n={done['n']:<4d} seed {done['seed']} M={done['steps']:<6d} C={done['rollouts']:<8d} "
-            f"{done['seconds']:6.1f} s (cpu {done['cpu_seconds']:.0f} s)  val avg@1 {recs[-2]['value']:.3f}")
+            f"{done['seconds']:6.1f} s (cpu {done['cpu_seconds']:.0f} s{resumed})  val avg@1 {recs[-2]['value']:.3f}  "
+            f"train reward {recs[-2]['train_reward']:.3f}")
 
     if todo:
         state = {k: v.detach().cpu() for k, v in base.state_dict().items()}
         jobs = [(cfg, state, subsets[name][0], subsets[name][2], name, n, seed, c_max, device)
                 for name, n, seed in sorted(todo, key=lambda j: j[1])]  # small n first: the longest runs
+        ckpts = [checkpoint_path(journal.path.parent, cfg, job[4], job[5], job[6]) for job in jobs]
         if workers > 1 and device == "cpu":
-            in_workers(_train_q1_job, [job + (1,) for job in jobs], workers, finish)
+            in_workers(_train_q1_job, [job + (1, None, ck) for job, ck in zip(jobs, ckpts)], workers, finish)
         else:
             step = bar.update if bar is not None else None
-            for job in jobs:
-                finish(train_q1_run(*job, 0, step))
+            for job, ck in zip(jobs, ckpts):
+                finish(train_q1_run(*job, 0, step, ck))
     done = {(r["subset"], r["n"], r.get("seed", 0)): r["attempt"] for r in journal.records
             if r["kind"] == "run_done" and r["budget"] == c_max}
     return [r for r in journal.records if r["kind"] == "eval" and r["budget"] == c_max
@@ -355,6 +410,8 @@ class Validation:
     held_out: dict = field(default_factory=dict)  # the "calibrated" entry: protocol, alternatives (see heldout.py)
     cpu_seconds: float = 0.0  # of this process and its workers, this invocation
     shift: dict = field(default_factory=dict)  # per subset: how far n*(C) moves, first to last budget (heldout.n_star_shift)
+    runs: dict = field(default_factory=dict)  # per subset: every Q1 run's validation and training-reward curves
+
 
     def to_json(self) -> dict:
         def strip(pts):
@@ -377,6 +434,8 @@ class Validation:
             js["scale"] = self.config.name
         if self.shift:
             js["n_star_shift"] = self.shift
+        if self.runs:
+            js["runs"] = self.runs
         if self.held_out:
             js["calibrated"] = self.held_out
         return js
@@ -391,6 +450,26 @@ class Validation:
                 "predicted": {k: strip(v) for k, v in fb["predicted"].items()},
                 "agreement": {k: {"mean_abs_log2_error": v["mean_abs_log2_error"], "steps": v["budgets"]}
                               for k, v in fb["agreement"].items()}}
+
+
+def run_table(evals: list[dict], subset: str, samples: int) -> list[dict]:
+    """Every Q1 run of ``subset`` (n, seed) with its curves at the evaluated budgets: ``compute``,
+    validation avg@1 ``value``, the right answers ``correct`` summed over the validation problems
+    (out of ``val_problems * samples``), and the training reward over the last quarter of the
+    steps (``train_reward``) and since the previous evaluation (``train_reward_since``; null in
+    results written before it was stored). The base model's evaluation is the entry with n = 0."""
+    rows: dict = {}
+    for r in sorted((r for r in evals if r["subset"] == subset), key=lambda r: r["compute"]):
+        row = rows.setdefault((int(r["n"]), int(r.get("seed", 0))), {
+            "n": int(r["n"]), "seed": int(r.get("seed", 0)), "val_problems": len(r.get("counts", [])),
+            "samples": samples, "compute": [], "value": [], "correct": [], "train_reward": [],
+            "train_reward_since": []})
+        row["compute"].append(int(r["compute"]))
+        row["value"].append(float(r["value"]))
+        row["correct"].append(int(sum(r.get("counts", []))))
+        row["train_reward"].append(r.get("train_reward"))
+        row["train_reward_since"].append(r.get("train_reward_since"))
+    return [rows[k] for k in sorted(rows)]
 
 
 CALIBRATED_PENDING = ("pending: no calibrated predictor was scored; rerun with --calibrate (or pass "
@@ -442,10 +521,12 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out / "results.jsonl", cfg.config_id())
     journal.write("start", config=asdict(cfg), device=device, torch=torch.__version__, workers=workers)
-    plan = journal.last("plan")
+    # with checkpoints one results file holds the plans of several C_max (--max-budget): take this one's
+    plan = journal.last("plan", requested=cfg.budget) if cfg.checkpoints else journal.last("plan")
     stored = journal.last("subsets")
     if plan is not None and stored is not None and journal.last("base") is not None \
-            and _all_done(cfg, plan, journal, BANDS):
+            and (not cfg.checkpoints or plan.get("requested") == cfg.budget) \
+            and _all_done(cfg, plan, journal, cfg.subsets):
         log("every run is stored in results.jsonl: recomputing the comparison from it (no training)")
         model, base_rec, pool_rec = None, journal.last("base"), journal.last("pool")
         subsets = {k: (None, np.asarray(v["train_counts"]), None, np.asarray(v["val_counts"]))
@@ -456,12 +537,14 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
         if stored is None:
             journal.write("subsets", subsets={k: {"train_counts": v[1], "val_counts": v[3]} for k, v in subsets.items()})
 
+    if plan is not None and cfg.checkpoints and plan.get("requested") != cfg.budget:
+        plan = None  # another C_max (--max-budget): plan again; the checkpoints carry the runs on
     if plan is None:
-        step_s = probe_throughput(cfg, model, subsets["easy"][0], device)
+        step_s = probe_throughput(cfg, model, next(iter(subsets.values()))[0], device)
         eval_s = cfg.val_size * cfg.eval_samples / pool_rec["gen_rollouts_per_s"]
         left = cfg.time_budget_s - (time.perf_counter() - t_start) - cfg.reserve_s
-        p = plan_grid(cfg, step_s, eval_s, left, workers=workers)
-        plan = journal.write("plan", **p, step_seconds={str(k): v for k, v in step_s.items()}, eval_seconds=eval_s,
+        p = plan_grid(cfg, step_s, eval_s, left, n_subsets=len(subsets), workers=workers)
+        plan = journal.write("plan", **p, requested=cfg.budget, step_seconds={str(k): v for k, v in step_s.items()}, eval_seconds=eval_s,
                              seconds_left=left, workers=workers)
         fbp = plan["fixed_batch"]
         fb_text = (f"; fixed batch B {fbp['B']}, M_max {fbp['m_max']} (predicted {fbp['predicted_s']:.0f} s"
@@ -555,11 +638,12 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
                                               f"doubling {a[k]['share_within_one_doubling']:.0%}" if a[k]["budgets"]
                                               else f"{k}: no prediction" for k in subsets)
                 + f" (pilots {a['pilot_rollouts']:,} rollouts)")
+    run_curves = {name: run_table(evals, name, cfg.eval_samples) for name in subsets}
     res = Validation(cfg, device, plan, measured, predicted, agree, base_lines, calib, curves, base_rec, pool_rec,
                      {k: {"train": len(v[1]), "val": len(v[3]),
                           "train_mean": float(np.mean(v[1]) / cfg.measure_samples),
                           "val_mean": float(np.mean(v[3]) / cfg.measure_samples)} for k, v in subsets.items()},
-                     0.0, out, fixed if cfg.fixed_batch else {}, held, shift=shifts)
+                     0.0, out, fixed if cfg.fixed_batch else {}, held, shift=shifts, runs=run_curves)
     if figures:
         from .report import write_figures
 
