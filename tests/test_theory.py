@@ -705,9 +705,12 @@ def test_theory_figures_command_writes_the_seven_figures(tmp_path, capsys, monke
     for s in stems:
         assert (out / f"{s}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (out / f"{s}.pdf").read_bytes()[:5] == b"%PDF-"
-    # stdout lists the written files (no document); stderr is not a terminal here, so no bar
+    # stdout lists the written files (no document); stderr is not a terminal here: plain progress
+    # lines (no bar), then the summary
     assert sorted(Path(line).name for line in captured.out.split()) == expected
-    assert captured.err.strip().splitlines() == [f"wrote 7 theory figure(s), PNG and PDF, to {out}"]
+    err = captured.err.strip().splitlines()
+    assert err[-1] == f"wrote 7 theory figure(s), PNG and PDF, to {out}"
+    assert all(line.startswith("theory figures:") and "\r" not in line for line in err[:-1])
 
 
 def test_theory_figures_are_deterministic(tmp_path, monkeypatch, capsys):
@@ -730,7 +733,7 @@ def test_theory_figures_bad_input(tmp_path, capsys, monkeypatch):
         ["--figures", ""],
         ["--figures", str(tmp_path / "new"), "--only", "9"],
         ["--figures", str(tmp_path / "new"), "--only", ","],
-        ["--figures", str(tmp_path / "new"), "--out", str(tmp_path / "missing" / "x.md")],
+        ["--figures", str(tmp_path / "new"), "--out", str(a_file / "x.md")],  # a folder that is a file
         ["--only", "1"],
         ["--quick"],
     ]
