@@ -3,6 +3,7 @@ B_problem, one-line errors that name the file, and the assembly of one run's tab
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,3 +136,40 @@ def require_val(path, steps: dict[int, dict], key: str, available) -> None:
         more = f" and {len(shown) - 12} more" if len(shown) > 12 else ""
         fail(path, f"no evaluation has the validation key {key!r} (keys: {', '.join(shown[:12]) or 'none'}{more}); "
                    "choose one with --val-key")
+
+
+_CORE = re.compile(r"^val-core/.+/(acc|reward)/mean@\d+$")
+#: the roles besides the validation metric that a log may carry
+OPTIONAL_ROLES = ("train_reward", "zero_std_share", "tokens")
+
+
+def core_keys(keys) -> list[str]:
+    """The ``val-core/<source>/<acc or reward>/mean@k`` keys (verl's validation metrics) among ``keys``, sorted."""
+    return sorted(k for k in keys if _CORE.match(str(k)))
+
+
+def key_for(available, role: str, keys: dict, defaults: dict):
+    """The key of ``role`` among ``available``: the one the user named (``keys``, from --val-key or
+    --log-map), if it is there; otherwise the first of the role's ``defaults`` that is there; else None."""
+    if role in keys:
+        return keys[role] if keys[role] in available else None
+    return next((k for k in defaults.get(role, ()) if k in available), None)
+
+
+def choose_keys(path, available, keys: dict, defaults: dict, what: str, prefix: str = "") -> dict:
+    """``{role: key}`` for the validation metric and the optional roles found in ``available``.
+    Without a named or default validation key, a single verl ``val-core/...`` key is taken; several
+    are an error naming them (``what``: "columns", "tags"; ``prefix`` starts the message). The
+    validation role is None when nothing is found (the caller says what it looked for)."""
+    val = key_for(available, "val", keys, defaults)
+    if val is None and "val" not in keys:
+        core = core_keys(available)
+        if len(core) > 1:
+            fail(path, f"{prefix}several validation {what} ({', '.join(core[:4])}); choose one with --val-key")
+        val = core[0] if core else None
+    chosen = {"val": val}
+    for role in OPTIONAL_ROLES:
+        key = key_for(available, role, keys, defaults)
+        if key is not None:
+            chosen[role] = key
+    return chosen

@@ -25,8 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ._common import LogFormat, fail, number, positive_int, require_val, run_table
-from .verl import core_keys
+from ._common import LogFormat, choose_keys, fail, number, positive_int, require_val, run_table
 
 DEFAULTS = {"val": ("eval/reward", "eval_reward"), "train_reward": ("train/reward", "reward", "critic/score/mean"),
             "zero_std_share": ("train/frac_reward_zero_std", "frac_reward_zero_std"),
@@ -94,29 +93,14 @@ def read(fmt: LogFormat):
         yield _one(fmt, path, str(run), table)
 
 
-def _find(cols, role, keys):
-    if role in keys:
-        return keys[role] if keys[role] in cols else None
-    return next((k for k in DEFAULTS[role] if k in cols), None)
-
-
 def _one(fmt: LogFormat, path, run: str, t: pd.DataFrame):
     keys = fmt.keys
     cols = set(t.columns)
-    val = _find(cols, "val", keys)
-    if val is None and "val" not in keys:
-        core = core_keys(cols)
-        if len(core) > 1:
-            fail(path, f"run {run!r}: several validation columns ({', '.join(core[:4])}); choose one with --val-key")
-        val = core[0] if core else None
+    chosen = choose_keys(path, cols, keys, DEFAULTS, "columns", f"run {run!r}: ")
+    val = chosen["val"]
     if val is None:
         want = keys.get("val", DEFAULTS["val"][0])
         fail(path, f"run {run!r}: no column {want!r} for the validation metric; choose one with --val-key")
-    chosen = {"val": val}
-    for role in ("train_reward", "zero_std_share", "tokens"):
-        c = _find(cols, role, keys)
-        if c is not None:
-            chosen[role] = c
     steps: dict[int, dict] = {}
     stepv = pd.to_numeric(t["step"], errors="coerce")
     for i, (s, row) in enumerate(zip(stepv, t.itertuples(index=False))):

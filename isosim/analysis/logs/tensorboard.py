@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ._common import LogFormat, fail, number, require_val, run_table
+from ._common import LogFormat, choose_keys, fail, number, require_val, run_table
 
 DEFAULT_TAGS = {"val": ("eval/reward",), "train_reward": ("train/reward", "critic/score/mean"),
                 "zero_std_share": ("train/frac_reward_zero_std",), "tokens": ("train/num_tokens",)}
@@ -64,34 +64,19 @@ def read(fmt: LogFormat):
         yield _read_run(fmt, d, run)
 
 
-def _pick(acc_tags, role, keys):
-    if role in keys:
-        return keys[role] if keys[role] in acc_tags else None
-    return next((t for t in DEFAULT_TAGS[role] if t in acc_tags), None)
-
-
 def _read_run(fmt: LogFormat, d: Path, run: str):
-    from . import trl, verl
+    from . import trl
 
     acc = _accumulator(d)
     tags = set(acc.Tags().get("scalars", []))
     keys = dict(fmt.keys)
-    val_tag = _pick(tags, "val", keys)
-    if val_tag is None and "val" not in keys:
-        core = verl.core_keys(tags)
-        if len(core) > 1:
-            fail(d, f"several validation tags ({', '.join(core[:4])}); choose one with --val-key")
-        val_tag = core[0] if core else None
+    chosen = choose_keys(d, tags, keys, DEFAULT_TAGS, "tags")
+    val_tag = chosen["val"]
     if val_tag is None:
         want = keys.get("val", DEFAULT_TAGS["val"][0])
         shown = sorted(tags)
         fail(d, f"no scalar tag {want!r} for the validation metric (tags: {', '.join(shown[:12]) or 'none'}"
                 f"{' and more' if len(shown) > 12 else ''}); choose one with --val-key")
-    chosen = {"val": val_tag}
-    for role in ("train_reward", "zero_std_share", "tokens"):
-        tag = _pick(tags, role, keys)
-        if tag is not None:
-            chosen[role] = tag
     steps: dict[int, dict] = {}
     for role, tag in chosen.items():
         for ev in acc.Scalars(tag):

@@ -20,17 +20,9 @@ where that differs from n * B_problem by more than 2% means the config is not th
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-from ._common import LogFormat, fail, number, positive_int, require_val, run_table
-
-_CORE = re.compile(r"^val-core/.+/(acc|reward)/mean@\d+$")
-
-
-def core_keys(keys) -> list[str]:
-    """The ``val-core/<source>/<acc or reward>/mean@k`` keys among ``keys``, sorted."""
-    return sorted(k for k in keys if _CORE.match(str(k)))
+from ._common import LogFormat, core_keys, fail, number, positive_int, require_val, run_table
 
 
 def _log_file(path: Path) -> Path:
