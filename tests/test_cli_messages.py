@@ -1,6 +1,5 @@
 """What a new user meets at the command line: device options checked before work, targets printed
 only where they apply, readable tables, warnings on fits that do not deserve trust."""
-import json
 
 import numpy as np
 import pandas as pd

@@ -20,16 +20,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from regenerate_expected_verdicts import lost_holds
 
 import isosim.study.findings as findings_pkg
 from isosim import IsosimInputError
 from isosim.cli import main
+from isosim.sim.config import LR_REFERENCE_BATCH
 from isosim.study.findings import FINDINGS, METRIC, SCALES, VERDICTS, Results, get_finding, sweep_specs
 from isosim.study.findings._verdict import verdict_of
-from isosim.sim.config import LR_REFERENCE_BATCH
 from isosim.study.registry import entries
 from isosim.study.reproduce import STUDY_Q1, reproduce_specs
-from regenerate_expected_verdicts import lost_holds
 
 EXPECTED = Path(__file__).parent / "data" / "expected_verdicts_quick.json"
 

@@ -15,8 +15,18 @@ import pytest
 from isosim.cli import plan as plan_cli
 from isosim.errors import IsosimInputError
 from isosim.plan import ranking
-from isosim.plan.planner import (MAX_TRAIN, MAX_VAL, allocations_stage1, allocations_stage2, binning_error,
-                                  mean_field_setup, plan, plans, representatives, zero_signal_share)
+from isosim.plan.planner import (
+    MAX_TRAIN,
+    MAX_VAL,
+    allocations_stage1,
+    allocations_stage2,
+    binning_error,
+    mean_field_setup,
+    plan,
+    plans,
+    representatives,
+    zero_signal_share,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
