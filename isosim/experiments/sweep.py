@@ -285,9 +285,9 @@ def sweep_status(out: str | Path) -> dict[str, Any]:
     store = RunStore.load(out)
     spec = SweepSpec.from_dict(store.manifest["spec"])
     keys = [r.key for r in spec.runs(store.manifest["root_seed"])]
-    done = [k for k in keys if store.has(k)]
-    return {"id": spec.id, "question": spec.question, "total": len(keys), "done": len(done),
-            "missing": [k for k in keys if not store.has(k)], "unreadable": store.unreadable(),
+    stored = {k: store.has(k) for k in keys}  # each run file is checked once (has() reads its footer)
+    return {"id": spec.id, "question": spec.question, "total": len(keys), "done": sum(stored.values()),
+            "missing": [k for k, ok in stored.items() if not ok], "unreadable": store.unreadable(),
             "root_seed": store.manifest["root_seed"], "isosim_version": store.manifest["isosim_version"]}
 
 
