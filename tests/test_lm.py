@@ -895,3 +895,23 @@ def test_measured_curves_average_the_seeds():
     evals = [{"subset": "easy", "n": 4, "compute": 64, "value": v, "seed": s} for s, v in enumerate((0.2, 0.4))]
     evals += [{"subset": "easy", "n": 0, "compute": 0, "value": 0.1}, {"subset": "hard", "n": 4, "compute": 64, "value": 0.9}]
     assert measured_curves(evals, "easy") == {4: {64: pytest.approx(0.3)}}
+
+
+def test_every_scale_is_a_cli_choice_and_the_backup_differs_from_the_study_only_in_its_step():
+    """``--scale`` offers exactly the registered configurations; ``study-b32`` is the study with
+    B_problem 32 and twice its learning rate, nothing else (so the two runs compare)."""
+    import argparse
+    from dataclasses import replace
+
+    import isosim.cli.lm as cli_lm
+    from isosim.lm.protocol import SCALES
+
+    parser = argparse.ArgumentParser()
+    cli_lm.register(parser.add_subparsers())
+    validate = parser._subparsers._group_actions[0].choices["lm"]._subparsers._group_actions[0].choices["validate"]
+    scale = next(a for a in validate._actions if a.dest == "scale")
+    assert tuple(scale.choices) == tuple(SCALES)
+    study, backup = SCALES["study"](), SCALES["study-b32"]()
+    assert (backup.b_problem, backup.grpo.lr) == (32, 2 * study.grpo.lr)
+    assert replace(backup, name="study", b_problem=study.b_problem, grpo=study.grpo) == study
+    assert backup.checkpoints and backup.n_grid == (8, 32, 128)

@@ -170,6 +170,16 @@ def study_config() -> ValidateConfig:
                    n_budgets=9, seeds=4, subsets=("easy",), checkpoints=True, time_budget_s=72_000.0)
 
 
+def study_b32_config() -> ValidateConfig:
+    """The study's backup design, about 1,700 s of run CPU to 2^20 on 2 CPU cores: the study's model,
+    pool, easy subset, n grid, seeds and checkpoints, with B_problem 32 and GRPO lr 1.2e-3 (twice
+    the study's). Four times the problems per step gives each step four times the informative
+    groups; the doubled learning rate keeps the step count's shortfall (a quarter of the study's
+    steps at each budget) from leaving every n on its rising edge."""
+    cfg = study_config()
+    return replace(cfg, name="study-b32", b_problem=32, grpo=replace(cfg.grpo, lr=1.2e-3))
+
+
 def full_config() -> ValidateConfig:
     """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
     fixed batch B = 512, M up to 512."""
@@ -186,7 +196,8 @@ def full_config() -> ValidateConfig:
 
 
 #: the named configurations of ``isosim lm validate --scale``
-SCALES = {"quick": quick_config, "medium": medium_config, "study": study_config, "full": full_config}
+SCALES = {"quick": quick_config, "medium": medium_config, "study": study_config, "study-b32": study_b32_config,
+          "full": full_config}
 
 
 # --- grids and the time plan ----------------------------------------------------------------
