@@ -439,3 +439,13 @@ def test_reproduce_json_reports_levels_per_n(quick_reproduction):
             assert r["best_value"] == pytest.approx(best.mean(), rel=1e-12)
             assert r["se"] == pytest.approx(best.std(ddof=1) / np.sqrt(len(best)), rel=1e-9)
             assert r["best_value"] > res[preset]["base_value"]  # every n learns something
+
+
+def test_readme_fit_example_fits_the_quick_easy_sweep(quick_reproduction, capsys):
+    """The README's first sweep to fit, ``f-easy-quick`` as ``isosim reproduce --quick`` stores it:
+    ``isosim fit`` on the folder fits the law (a sigmoid, n*(C) over at least two n) and exits 0."""
+    out, _ = quick_reproduction
+    assert main(["fit", str(out / "findings" / "f-easy-quick"), "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["sigmoid"] is not None and set(fit["sigmoid"]) == {"L", "k", "log10_C0", "b"}
+    assert len({row["n"] for row in fit["n_star"]}) >= 2

@@ -131,6 +131,25 @@ def test_readme_console_block_prints_what_the_readme_shows(block):
                 "exactly compared blocks)")
 
 
+def test_readme_counts_the_reproductions_sweeps_and_runs():
+    """The README's count of the sweeps and runs of ``isosim reproduce`` (and ``--quick``) is the
+    registry's: every finding sweep, every (config, replicate) run, and the distinct ones."""
+    import re
+
+    from isosim.study.findings import sweep_specs
+
+    m = re.search(r"(\d+) sweeps, (\d+) runs of\s+which (\d+) distinct, (\d+) and (\d+) with `--quick`",
+                  README.read_text())
+    assert m, "the README no longer counts the reproduction's sweeps and runs"
+    counts = []
+    for scale in ("full", "quick"):
+        specs = sweep_specs(scale)
+        runs = [(r.config.config_id(), r.replicate) for s in specs.values() for r in s.runs(0)]
+        counts.append((len(specs), len(runs), len(set(runs))))
+    (n_sweeps, n_runs, n_distinct), (_, q_runs, q_distinct) = counts
+    assert tuple(int(x) for x in m.groups()) == (n_sweeps, n_runs, n_distinct, q_runs, q_distinct)
+
+
 def regenerate() -> list[str]:
     """Rewrite the output of every exactly compared, runnable block of README.md from its commands."""
     lines = README.read_text().splitlines()
