@@ -171,7 +171,8 @@ def study_config() -> ValidateConfig:
 
 
 def study_b32_config() -> ValidateConfig:
-    """The study's backup design, about 1,700 s of run CPU to 2^20 on 2 CPU cores: the study's model,
+    """The study's backup design, about 2,500 s of CPU to 2^21 on 2 CPU cores (1,290 s to 2^20; about
+    21 minutes of 2 idle cores in all; paper_figures/lm/study-b32): the study's model,
     pool, easy subset, n grid, seeds and checkpoints, with B_problem 32 and GRPO lr 1.2e-3 (twice
     the study's). Four times the problems per step gives each step four times the informative
     groups; the doubled learning rate keeps the step count's shortfall (a quarter of the study's
