@@ -133,7 +133,8 @@ def test_readme_console_block_prints_what_the_readme_shows(block):
 
 def test_readme_counts_the_reproductions_sweeps_and_runs():
     """The README's count of the sweeps and runs of ``isosim reproduce`` (and ``--quick``) is the
-    registry's: every finding sweep, every (config, replicate) run, and the distinct ones."""
+    registry's: every finding sweep, every run, and the distinct ones (by the run key that the sweep
+    driver simulates once)."""
     import re
 
     from isosim.study.findings import sweep_specs
@@ -144,7 +145,7 @@ def test_readme_counts_the_reproductions_sweeps_and_runs():
     counts = []
     for scale in ("full", "quick"):
         specs = sweep_specs(scale)
-        runs = [(r.config.config_id(), r.replicate) for s in specs.values() for r in s.runs(0)]
+        runs = [r.key for s in specs.values() for r in s.runs(0)]
         counts.append((len(specs), len(runs), len(set(runs))))
     (n_sweeps, n_runs, n_distinct), (_, q_runs, q_distinct) = counts
     assert tuple(int(x) for x in m.groups()) == (n_sweeps, n_runs, n_distinct, q_runs, q_distinct)
