@@ -3,6 +3,7 @@
     python docs/meanfield_agreement.py ISOSIM_OUT     # the --out folder of a full `isosim reproduce`
     python docs/meanfield_agreement.py ISOSIM_OUT --scale quick --max-train 256   # `reproduce --quick`,
                                                       # the mean field on the planner's 256 training rows
+The mean field runs with the planner's integration options (`isosim.plan.planner.MEAN_FIELD_OPTIONS`).
 """
 import argparse
 import time
@@ -14,6 +15,7 @@ from isosim.errors import IsosimInputError
 from isosim.experiments.store import RunStore
 from isosim.experiments.sweep import SweepSpec, evaluations
 from isosim.plan.agreement import agreement
+from isosim.plan.planner import MEAN_FIELD_OPTIONS
 from isosim.plan.predict import fit_n_star_law, n_star, predict
 from isosim.study.findings import sweep_specs
 
@@ -24,7 +26,7 @@ def main(root: Path, scale: str = "full", max_train: int | None = None) -> None:
         spec = SweepSpec.from_dict(store.manifest["spec"])
         sim = evaluations(store.read(), "val")
         t0 = time.perf_counter()
-        curves = predict(spec.base, spec.allocations(), spec.budget, max_train=max_train)
+        curves = predict(spec.base, spec.allocations(), spec.budget, max_train=max_train, **MEAN_FIELD_OPTIONS)
         took = time.perf_counter() - t0
         print(f"## {preset}: {len(spec.allocations())} allocations, mean field {took:.1f} s (incl. the population)")
         print("| metric | curve RMSE | max abs error | seed sd | log2 n* within 1 | max abs d log2 n* | max regret |")

@@ -139,6 +139,22 @@ def test_bench_times_the_planner_per_case():
     assert list(res) == ["mixture"] and list(res["mixture"]) == ["1e4"] and res["mixture"]["1e4"]["300"] > 0
 
 
+def test_bench_plans_once_untimed_before_the_timed_cases(monkeypatch):
+    """The first plan process (the kernels' first load after an install) is not a case's time:
+    one more process runs than there are cases, and each case is timed once."""
+    import subprocess
+
+    from isosim.experiments import bench
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    cases = [("easy", 1e5, 50), ("hard", 1e7, 60)]
+    res = bench.plan_seconds(cases, b_max=256)
+    assert len(calls) == 3 and calls[0] == calls[1] and calls[1] != calls[2]
+    assert sorted((b, c, d) for b in res for c in res[b] for d in res[b][c]) == [("easy", "1e5", "50"),
+                                                                                 ("hard", "1e7", "60")]
+
+
 def test_bench_reports_plan_seconds(monkeypatch, capsys):
     """``plan_s`` with its maximum and the load before it, in the JSON and the text report (the
     kernel benchmarks and the timed plans themselves replaced by stand-ins)."""

@@ -1,5 +1,7 @@
 """Mean-field dynamics: the expected group gradient against the kernel and the theory module,
 and the recursion against simulated runs (tolerances from the seed-to-seed spread)."""
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -150,6 +152,42 @@ def test_planner_options_change_nothing_they_do_not_name(small):
     assert b.final("train") == a.final("train") and (b.wide["split"] == "train").sum() == 1
     allocs = [(2, 16), (8, 16), (32, 8)]
     pd.testing.assert_frame_equal(predict(base, allocs, 8192.0, pop, threads=3), predict(base, allocs, 8192.0, pop))
+
+
+def test_predict_gives_the_same_curves_in_forked_workers_and_in_threads(small, monkeypatch):
+    """Where the platform forks, ``predict`` integrates in worker processes; elsewhere in threads.
+    Both give the serial curves, in the order of the allocations asked for."""
+    import isosim.plan.predict as P
+
+    base, pop = small
+    allocs = [(32, 8), (2, 16), (8, 16)]
+    serial = P.predict(base, allocs, 8192.0, pop, threads=1, max_change=0.5)
+    assert list(dict.fromkeys(serial["run"])) == ["mf-n32-b8", "mf-n2-b16", "mf-n8-b16"]
+    if sys.platform.startswith("linux"):  # forked workers (pytest-xdist's own threads would make it use threads)
+        import multiprocessing
+
+        monkeypatch.setattr(P, "_fork_context", lambda: multiprocessing.get_context("fork"))
+        pd.testing.assert_frame_equal(P.predict(base, allocs, 8192.0, pop, threads=2, max_change=0.5), serial)
+        assert P._JOB is None  # nothing of the job is left behind for a later fork
+    monkeypatch.setattr(P, "_fork_context", lambda: None)
+    pd.testing.assert_frame_equal(P.predict(base, allocs, 8192.0, pop, threads=2, max_change=0.5), serial)
+
+
+def test_predict_does_not_fork_beside_another_thread():
+    """A process with a second Python thread (a notebook kernel, a threaded server) integrates in
+    threads: a fork there could copy a lock that the other thread holds."""
+    import threading
+
+    from isosim.plan.predict import _fork_context
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert _fork_context() is None
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_train_size_sets_the_visit_rate_of_the_per_problem_rows():

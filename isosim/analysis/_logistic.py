@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-from scipy.optimize import least_squares
 from scipy.special import expit
 
 from ..errors import IsosimInputError
@@ -142,6 +141,8 @@ def fit_logistic(
 
 
 def _solve(u, v, p0, lower, upper, loss, f_scale):
+    from scipy.optimize import least_squares  # here: importing it costs a planner's start-up 0.2 s
+
     span = upper - lower
     p0 = np.clip(np.nan_to_num(p0), lower + 1e-9 * span, upper - 1e-9 * span)
     try:

@@ -20,31 +20,83 @@ def predict(base: SimConfig, allocations, budget: float, population: Population 
     rollouts, as evaluations (one row per macro step and split; columns ``run, n,
     B_problem, split, step, compute`` and one per metric): the format of
     :func:`isosim.experiments.sweep.evaluations`, plus ``split``. ``threads`` > 1 integrates
-    that many allocations at once (the mean field's kernels release the GIL); the result does
-    not depend on it."""
+    that many allocations at once: in forked worker processes where forking is safe
+    (:func:`_fork_context`; the workers share no interpreter lock, so they run in parallel
+    throughout), else in threads (the mean field's kernels release the lock, its Python steps
+    do not). The result does not depend on it."""
     pop = population if population is not None else build_population(base.population, base.model)
-
-    def one(alloc) -> pd.DataFrame:
-        n, bp = alloc
-        cfg = base.replace(allocation={"n": int(n), "b_problem": int(bp), "budget": float(budget), "steps": 0})
-        wide = mean_field(cfg, pop, **options).wide.drop(columns="compute_tokens")
-        wide.insert(0, "run", f"mf-n{n}-b{bp}")
-        wide.insert(1, "n", int(n))
-        wide.insert(2, "B_problem", int(bp))
-        return wide.rename(columns={"compute_rollouts": "compute"})
-
     allocations = list(allocations)
-    if threads > 1 and len(allocations) > 1:
+    job = (base, float(budget), pop, options)
+    if threads <= 1 or len(allocations) <= 1:
+        return pd.concat([_curve(job, a) for a in allocations], ignore_index=True)
+    # the longest runs (the smallest batches: most steps) first, so the workers finish together
+    order = sorted(range(len(allocations)), key=lambda i: allocations[i][0] * allocations[i][1])
+    todo = [allocations[i] for i in order]
+    workers = min(threads, len(allocations))
+    context = _fork_context()
+    if context is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(threads, len(allocations))) as ex:
-            # the longest runs (the smallest batches: most steps) first, so the threads finish together
-            order = sorted(range(len(allocations)), key=lambda i: allocations[i][0] * allocations[i][1])
-            done = dict(zip(order, ex.map(one, [allocations[i] for i in order])))
-        parts = [done[i] for i in range(len(allocations))]
+        with ThreadPoolExecutor(workers) as ex:
+            done = list(ex.map(lambda a: _curve(job, a), todo))
     else:
-        parts = [one(a) for a in allocations]
-    return pd.concat(parts, ignore_index=True)
+        from concurrent.futures import ProcessPoolExecutor
+
+        global _JOB
+        _warm(job)  # load the kernels here, once, so every forked worker starts with them
+        _JOB = job
+        try:
+            with ProcessPoolExecutor(workers, mp_context=context) as ex:
+                done = list(ex.map(_job_curve, todo))
+        finally:
+            _JOB = None
+    parts = dict(zip(order, done))
+    return pd.concat([parts[i] for i in range(len(allocations))], ignore_index=True)
+
+
+#: what the forked workers of :func:`predict` integrate (set in the parent just before they fork)
+_JOB = None
+_WARM = False
+
+
+def _curve(job, alloc) -> pd.DataFrame:
+    base, budget, pop, options = job
+    n, bp = alloc
+    cfg = base.replace(allocation={"n": int(n), "b_problem": int(bp), "budget": budget, "steps": 0})
+    wide = mean_field(cfg, pop, **options).wide.drop(columns="compute_tokens")
+    wide.insert(0, "run", f"mf-n{n}-b{bp}")
+    wide.insert(1, "n", int(n))
+    wide.insert(2, "B_problem", int(bp))
+    return wide.rename(columns={"compute_rollouts": "compute"})
+
+
+def _job_curve(alloc) -> pd.DataFrame:
+    return _curve(_JOB, alloc)
+
+
+def _warm(job) -> None:
+    """Run a two-step mean field once per process: its kernels are then loaded (from Numba's
+    cache, about 0.3 s) before any worker forks."""
+    global _WARM
+    if not _WARM:
+        base, _, pop, options = job
+        _curve((base, 8.0, pop, options), (2, 2))
+        _WARM = True
+
+
+def _fork_context():
+    """The ``fork`` start method where it is safe: on Linux, from a process whose only Python
+    thread is this one (not in a notebook kernel, a server or a threaded worker, where another
+    thread may hold a lock at the fork); else None."""
+    import multiprocessing
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    if threading.active_count() > 1:
+        return None
+    return multiprocessing.get_context("fork")
 
 
 def curve_at(curves: pd.DataFrame, compute, metric: str, split: str = "val", hold: bool = False) -> pd.DataFrame:
