@@ -97,6 +97,88 @@ def test_unknown_metric_and_missing_noise_are_refused():
         read_pilots(one, "avg@1")
 
 
+# --- the training reward ---------------------------------------------------------------------
+
+def _training(sd: float = 0.05, steps: int = 256, seed: int = 0) -> pd.DataFrame:
+    """Per-step training rewards of runs at n = 2 and 8 (B_problem 8): a rising mean plus white
+    noise of sd ``sd``, every step logged."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in (2, 8):
+        for s in (0, 1):
+            st = np.arange(1, steps + 1)
+            y = np.clip(0.3 + 0.4 * st / steps + rng.normal(0, sd, st.size), 0, 1)
+            rows += [(f"n{n}-s{s}", n, 8, int(a), float(b)) for a, b in zip(st, y)]
+    return pd.DataFrame(rows, columns=["run", "n", "B_problem", "step", "train_reward"])
+
+
+def test_training_reward_is_binned_by_half_doublings_with_its_standard_error():
+    """Bins of half a doubling of compute: a bin's compute is the geometric mean of its rows', its
+    value their mean, its standard error the run's step-to-step noise over sqrt(count). The noise
+    (white, sd 0.05 on a slowly rising mean) is recovered within 4 standard errors of the robust
+    estimator (about 1.2 / sqrt(m) relative from m residuals)."""
+    from isosim.calibrate.pilots import TRAIN_BINS_PER_DOUBLING, read_training
+
+    raw = _training()
+    t = read_training(raw)
+    assert list(t.columns) == ["run", "n", "B_problem", "compute", "value", "se"]
+    for run, g in t.groupby("run"):
+        r = raw[raw["run"] == run]
+        c = (r["step"] * r["n"] * r["B_problem"]).to_numpy(float)
+        key = np.floor(np.log2(c) * TRAIN_BINS_PER_DOUBLING + 1e-9)
+        assert len(g) == np.unique(key).size
+        last = key == key.max()
+        assert g["compute"].iloc[-1] == pytest.approx(float(np.exp(np.log(c[last]).mean())))
+        assert g["value"].iloc[-1] == pytest.approx(float(r["train_reward"].to_numpy()[last].mean()))
+        sd = g["se"].iloc[-1] * math.sqrt(int(last.sum()))
+        assert sd == pytest.approx(0.05, rel=4 * 1.2 / math.sqrt(len(r) - 2))
+    p = read_pilots(_curves(0.01, 0.0).assign(train_reward=0.5), "avg@1", True)  # a column on the pilot rows
+    assert set(p.train["n"]) == {2, 8} and (p.train["value"] == 0.5).all()
+    assert read_pilots(_curves(0.01, 0.0).assign(train_reward=0.5), "avg@1").train is None  # only when asked
+    with pytest.raises(IsosimInputError, match="needs a train_reward column"):
+        read_pilots(_curves(0.01, 0.0), "avg@1", True)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.assign(train_reward=d["train_reward"] + 1.0), r"lie in \[0, 1\]"),
+    (lambda d: d.assign(train_reward=np.nan), "no finite train_reward"),
+    (lambda d: d.assign(B_problem=16), "no validation pilot at that allocation"),
+    (lambda d: d.groupby("run").head(2), "cannot estimate the training reward's noise"),
+    (lambda d: d[d["step"].isin([8, 9, 10, 11])], "at least two bins"),
+])
+def test_bad_training_rows_are_one_line_errors(edit, message):
+    from isosim.calibrate.pilots import read_training
+
+    with pytest.raises(IsosimInputError, match=message):
+        read_training(edit(_training()), {(2, 8), (8, 8)})
+
+
+def test_the_surrogate_compares_the_training_reward_with_its_training_problems():
+    """With a training reward, the compared points are the validation evaluations then the bins,
+    weighted by one over their noise, and the surrogate's value at a bin is its mean-field
+    training avg@1 at that compute."""
+    from isosim.calibrate.surrogate import Surrogate
+    from isosim.plan.meanfield import mean_field
+
+    rng = np.random.default_rng(3)
+    train = rng.binomial(16, rng.beta(0.6, 1.6, 60)) / 16
+    base = SimConfig().replace(**TINY)
+    pilots = read_pilots(_curves(0.01, 0.0, points=8).assign(B_problem=8, compute=lambda d: d["compute"] // 8 * 8),
+                         "avg@1", _training(steps=64))
+    sur = Surrogate(pilots, train, train, base, K.knobs_of(["lr"]), seed=0)
+    nv, nt = len(pilots.fitted), len(pilots.train)
+    assert sur.y.size == nv + nt and sur.weights[:nv] == pytest.approx(1 / pilots.noise_sd)
+    assert sur.weights[nv:] == pytest.approx(1 / pilots.train["se"].to_numpy())
+    out = sur.values({"lr": 0.02})
+    n, bp, steps = [g for g in pilots.groups if g[0] == 2][0]
+    cfg = sur.config({"lr": 0.02}).replace(allocation={"n": n, "b_problem": bp, "steps": steps, "budget": 0.0})
+    curve = mean_field(cfg, sur.population(cfg), max_train=3000, seed=0).curve("avg@1", split="train")
+    sel = np.flatnonzero(pilots.train["n"].to_numpy() == 2)
+    expect = np.interp(np.log(pilots.train["compute"].to_numpy(float)[sel]),
+                       np.log(np.maximum(curve["compute_rollouts"].to_numpy(float), 1.0)), curve["value"].to_numpy(float))
+    assert out[nv + sel] == pytest.approx(expect)
+
+
 # --- the config file -------------------------------------------------------------------------
 
 def test_the_model_config_is_a_plain_config_with_its_ensemble_on_comment_lines(tmp_path):
@@ -210,6 +292,56 @@ def test_calibrate_recovers_n_star_at_16_times_the_pilot_budget():
         wrong.to_dict(), truth, mean)
 
 
+#: a world of the current default model (memorisation beside slow transfer) with hidden learning
+#: knobs: a third of the default learning rate, 0.4 times its memorisation scale (so a visited
+#: problem is learnt about 7 times slower), a more peaked base policy
+MEMO_HIDDEN = {"lr": 0.01, "local": 400.0, "prior_scale": 6.0}
+
+
+@pytest.mark.slow
+def test_the_training_reward_pins_the_memorisation_speed_of_the_default_model():
+    """Under the default model, pilots this short barely move validation (within their noise), so
+    the validation curves alone leave the learning path open; the training reward, which
+    memorisation lifts, pins how fast a visited problem is learnt: ``lr * local`` (both scale the
+    per-problem step; either alone is not identified). Pilots at n = 2 and 16 (2 seeds, 2^15
+    rollouts, 500 problems), the training reward logged every 4th step with the noise of a batch
+    of 16 problems' mean. The fitted ``lr * local`` must be within a factor 1.5 of the hidden one
+    (the mean field's training reward runs up to about 15% ahead of the simulator's at n = 2 on
+    such problems, docs/calibrate.md); the fit must explain the training reward within twice its
+    noise. The control: the defaults the fit starts from are more than 1.5 times off (7 times)
+    and miss the training reward by more than 3 times its noise, so the check can fail."""
+    rng = np.random.default_rng(0)
+    train = rng.binomial(16, rng.beta(0.6, 1.6, 500)) / 16
+    val = rng.binomial(16, rng.beta(0.6, 1.6, 200)) / 16
+    hidden = K.apply(SimConfig(), MEMO_HIDDEN).replace(population={"train_size": 500, "val_size": 200},
+                                                       eval={"ks": (1,), "n_evals": 40, "sampled": SAMPLES})
+    pop = population_from_pass_rates(train, val, model=hidden.model, seed=7)
+    noise = np.random.default_rng(5)
+    rows, trows = [], []
+    for n in (2, 16):
+        cfg = hidden.replace(allocation={"n": n, "b_problem": 16, "budget": float(PILOT_BUDGET), "steps": 0})
+        for s in (100, 101):
+            tr = simulate(cfg, s, population=pop)
+            cur = tr.curve("avg@1:sampled")
+            rows += [(f"n{n}-s{s}", n, 16, c, v) for c, v in zip(cur["compute_rollouts"], cur["value"])]
+            t = tr.curve("avg@1", split="train")
+            steps = np.arange(1, cfg.allocation.resolved_steps(cfg.algo) + 1, 4)
+            mean = np.interp(np.log(steps), np.log(np.maximum(t["step"].to_numpy(float), 0.5)), t["value"].to_numpy(float))
+            sd = np.sqrt(0.06 / 16 + mean * (1 - mean) / (n * 16))  # a batch of 16 problems' mean reward
+            y = np.clip(mean + noise.normal(0, 1, steps.size) * sd, 0, 1)
+            trows += [(f"n{n}-s{s}", n, 16, int(st) * n * 16, float(v)) for st, v in zip(steps, y)]
+    pilots = pd.DataFrame(rows, columns=["run", "n", "B_problem", "compute", "avg@1"])
+    training = pd.DataFrame(trows, columns=["run", "n", "B_problem", "compute", "train_reward"])
+    cal = calibrate(pilots, train, "avg@1", val_pass_rates=val, training=training)
+    assert set(cal.knobs) == set(K.WITH_TRAINING) and cal.details["training"]["bins"] > 0
+    speed = cal.knobs["lr"] * cal.knobs["local"] / (MEMO_HIDDEN["lr"] * MEMO_HIDDEN["local"])
+    assert 1 / 1.5 < speed < 1.5, cal.knobs
+    assert cal.details["training"]["fit_ratio"] < 2.0
+    start = cal.details["start"]
+    assert start["lr"] * start["local"] / (MEMO_HIDDEN["lr"] * MEMO_HIDDEN["local"]) > 1.5
+    assert cal.details["training"]["start_ratio"] > 3.0
+
+
 # --- the command line --------------------------------------------------------------------------
 
 TINY = {"model": {"n_strategies": 16, "rank": 4, **SHARED_ONLY["model"]}, "algo": SHARED_ONLY["algo"]}
@@ -271,6 +403,43 @@ def test_cli_calibrate_then_plan_and_simulate_with_its_model_config(tiny_files, 
     assert main(["plan", "--pass-rates", str(root / "rates.csv"), "--budget", "8192", "--b-max", "128",
                  "--model-config", str(out), "--model", "strategies"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_cli_calibrate_fits_a_train_reward_column_beside_validation(tiny_files, capsys):
+    """A pilots file with a train_reward column (the training reward at each evaluation) and
+    --fit-training: the command fits it too, adds the memorisation knob, reports the training fit
+    and each knob's range over the ensemble."""
+    root = tiny_files
+    base = SimConfig().replace(**TINY)
+    train = pd.read_csv(root / "rates.csv")["pass_rate"].to_numpy()
+    hidden = K.apply(base, {"lr": 0.01, "local": 200.0}).replace(population={"train_size": 80, "val_size": 80},
+                                                                 eval={"ks": (1,), "n_evals": 8})
+    pop = population_from_pass_rates(train, model=hidden.model, seed=5)
+    rows = []
+    for n in (2, 8):
+        cfg = hidden.replace(allocation={"n": n, "b_problem": 8, "budget": 2048.0, "steps": 0})
+        for s in (0, 1):
+            tr = simulate(cfg, s, population=pop)
+            v, t = tr.curve("avg@1"), tr.curve("avg@1", split="train")
+            rows += [(f"n{n}-s{s}", n, 8, int(st), a, b) for st, a, b in zip(v["step"], v["value"], t["value"])]
+    path = root / "pilots_train.csv"
+    pd.DataFrame(rows, columns=["run", "n", "B_problem", "step", "avg@1", "train_reward"]).to_csv(path, index=False)
+    args = ["calibrate", str(path), "--pass-rates", str(root / "rates.csv"), "--config", str(root / "base.toml"),
+            "--budget", "8192", "--n", "2,4,8", "--fit-training"]
+    assert main([*args, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res["knobs"]) == set(K.WITH_TRAINING) and res["details"]["training"]["bins"] >= 4
+    assert math.isfinite(res["details"]["training"]["fit_ratio"])
+    for k, (lo, hi) in res["knob_ranges"].items():
+        assert lo <= res["knobs"][k] <= hi and KNOBS[k].lo <= lo <= hi <= KNOBS[k].hi
+    assert main(args) == 0
+    assert "also fitted: the pilots' training reward in" in capsys.readouterr().out
+    out = root / "never.toml"
+    bad = ["calibrate", str(root / "pilots.csv"), "--pass-rates", str(root / "rates.csv"), "--fit-training",
+           "--out", str(out)]  # pilots without a train_reward column
+    assert main(bad) == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train_reward" in err[0]
 
 
 def test_plan_confidence_comes_from_the_ensemble_spread():

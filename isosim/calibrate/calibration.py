@@ -40,6 +40,8 @@ NOISE_FACTOR = 1.5
 EDGE = 0.01
 #: below this share of the ensemble picking the best fit's n*, the ensemble disagrees with it
 AGREE_MIN = 0.5
+#: a knob whose ensemble spans more than this share of its range (optimiser coordinate) is not pinned down
+UNPINNED = 0.5
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,10 @@ class Calibration:
 
     def warnings(self, n_star_curve: pd.DataFrame | None = None) -> list[str]:
         """Why this calibration does not deserve trust, one sentence each (empty when none):
-        a best fit outside the pilots' noise, a knob at an end of its range, and budgets where
-        most of the ensemble picks another n* than the best fit."""
+        a best fit outside the pilots' noise, a knob at an end of its range, a training reward
+        the best fit misses by more than its noise, a knob the pilots leave open (its ensemble
+        spans over :data:`UNPINNED` of its range), and budgets where most of the ensemble picks
+        another n* than the best fit."""
         out = []
         if not self.within_noise:
             out.append(f"the best fit misses the pilots by {self.noise_ratio:.1f} times their noise (RMSE "
@@ -124,6 +128,15 @@ class Calibration:
                 end = "bottom" if u <= EDGE else "top"
                 out.append(f"{name} = {value:.4g} is at the {end} of its range [{knob.lo:g}, {knob.hi:g}]: the pilots "
                            "ask for a value the range does not hold, so the fit is a bound, not an estimate")
+        tr = self.details.get("training")
+        if tr and tr["fit_ratio"] > NOISE_FACTOR:
+            out.append(f"the best fit misses the pilots' training reward by {tr['fit_ratio']:.1f} times its noise: "
+                       "the surrogate learns the training problems at another speed than the pilots show")
+        for name, (lo, hi) in self.knob_spread().items():
+            if hi - lo > UNPINNED:
+                knob = K.KNOBS[name]
+                out.append(f"the pilots do not pin down {name}: knob sets from {knob.from_unit(lo):.4g} to "
+                           f"{knob.from_unit(hi):.4g} fit them (over {UNPINNED:.0%} of its range)")
         if n_star_curve is not None and len(self.ensemble) > 1:
             low = n_star_curve[n_star_curve["agree"] < AGREE_MIN]
             if len(low):
@@ -134,9 +147,20 @@ class Calibration:
                            f"{int(first['n_high'])})")
         return out
 
+    def knob_spread(self) -> dict[str, tuple[float, float]]:
+        """Per fitted knob, the lowest and highest value over the ensemble, in the optimiser's
+        [0, 1] coordinate (:mod:`isosim.calibrate.knobs`): how far the pilots leave it open."""
+        out = {}
+        for name in self.knobs:
+            if name in K.KNOBS:
+                u = [K.KNOBS[name].to_unit(m[name]) for m in self.ensemble]
+                out[name] = (min(u), max(u))
+        return out
+
     def to_json(self, n_star_curve: pd.DataFrame | None = None) -> dict:
         """``{"knobs", "fit_rmse", "pilot_noise_sd", "within_noise", "warnings", "ensemble",
-        "n_star_curve", ...}``; ``warnings``: :meth:`warnings`, empty for a fit to trust."""
+        "n_star_curve", "knob_ranges", ...}``; ``warnings``: :meth:`warnings`, empty for a fit to
+        trust; ``knob_ranges``: each knob's lowest and highest value over the ensemble."""
         curve = [] if n_star_curve is None else [
             {"compute": float(c), "n": int(n), "n_low": int(lo), "n_high": int(hi), "agree": float(a)}
             for c, n, lo, hi, a in n_star_curve[["compute", "n", "n_low", "n_high", "agree"]].itertuples(index=False)]
@@ -144,6 +168,8 @@ class Calibration:
             "knobs": dict(self.knobs), "fit_rmse": self.fit_rmse, "pilot_noise_sd": self.pilot_noise_sd,
             "within_noise": self.within_noise, "warnings": self.warnings(n_star_curve),
             "ensemble": [dict(m) for m in self.ensemble], "n_star_curve": curve,
+            "knob_ranges": {k: [K.KNOBS[k].from_unit(lo), K.KNOBS[k].from_unit(hi)]
+                            for k, (lo, hi) in self.knob_spread().items()},
             "metric": self.metric, "B_problem": self.b_problem, "pilot_budget": self.pilot_budget,
             "pilot_n": list(self.pilot_ns), "problems": int(len(self.train)), "details": self.details,
         }
@@ -225,11 +251,15 @@ def check_pass_rates(values) -> np.ndarray:
 
 def prepare(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", val_pass_rates=None,
             base: SimConfig | None = None, knobs=None, budget: float | None = None,
-            seed: int = 0) -> tuple[Pilots, np.ndarray, np.ndarray, SimConfig, tuple[K.Knob, ...]]:
+            seed: int = 0, training: pd.DataFrame | bool | None = None
+            ) -> tuple[Pilots, np.ndarray, np.ndarray, SimConfig, tuple[K.Knob, ...]]:
     """Every check of a calibration's input, before any fitting: the pilots
-    (:func:`isosim.calibrate.pilots.read_pilots`), the pass rates, the base config, the
-    knobs, and (``budget``) that no pilot ran past the budget asked about."""
-    pilots = read_pilots(runs, metric)
+    (:func:`isosim.calibrate.pilots.read_pilots`, with their training reward), the pass
+    rates, the base config, the knobs, and (``budget``) that no pilot ran past the budget
+    asked about."""
+    pilots = read_pilots(runs, metric, training)
+    if knobs is None and pilots.train is not None:
+        knobs = K.WITH_TRAINING
     train = check_pass_rates(pass_rates)
     val = validation_rates(train, None if val_pass_rates is None else check_pass_rates(val_pass_rates), seed)
     base = base or SimConfig()
@@ -255,7 +285,8 @@ def prepare(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", val_pass_rate
 
 def calibrate(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", *, val_pass_rates=None,
               base: SimConfig | None = None, knobs=None, budget: float | None = None, seed: int = 0,
-              max_members: int = MAX_MEMBERS, workers: int | None = None) -> Calibration:
+              max_members: int = MAX_MEMBERS, workers: int | None = None,
+              training: pd.DataFrame | bool | None = None) -> Calibration:
     """Fit the knobs (``knobs``, default :data:`isosim.calibrate.knobs.DEFAULT`) of ``base``
     (default :class:`SimConfig`) so that the surrogate's mean-field curves at the pilots'
     allocations match the pilots' measured ``metric``.
@@ -264,26 +295,46 @@ def calibrate(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", *, val_pass
     model's per-problem pass rates on the training problems (an array, or a pass-rate file's path); ``val_pass_rates``: on the
     validation problems the pilots evaluate on (default: up to 300 of the training ones);
     ``budget``: refuse pilots that ran past it; ``workers``: processes (default 2 where there
-    are two cores). Bad input raises :class:`IsosimInputError` before any fitting."""
+    are two cores); ``training``: the pilots' training reward to fit beside the validation
+    curves (rows ``run, n, B_problem, compute or step, train_reward``, or True for the
+    ``train_reward`` column of ``runs``; :func:`isosim.calibrate.pilots.read_training`). With
+    a training reward the default knobs add ``local``, the memorisation path, whose speed it
+    shows (:data:`isosim.calibrate.knobs.WITH_TRAINING`). Not fitted by default: the mean
+    field's training reward runs ahead of the simulator's where few groups carry signal (hard
+    problems, small n), which biases the fit there (docs/calibrate.md).
+    Bad input raises :class:`IsosimInputError` before any fitting."""
     t0, c0 = time.perf_counter(), time.process_time()
-    pilots, train, val, sized, chosen = prepare(runs, pass_rates, metric, val_pass_rates, base, knobs, budget, seed)
+    pilots, train, val, sized, chosen = prepare(runs, pass_rates, metric, val_pass_rates, base, knobs, budget, seed,
+                                                training)
     surrogate = Surrogate(pilots, train, val, sized, chosen, seed)
     start = {k.name: k.value(sized) for k in chosen}
     res = fit(surrogate, start, max_members, workers)
     members = tuple(K.from_units(chosen, u) for u in res.members)
+    nv = surrogate.n_val
+
+    def val_rmse(r: np.ndarray) -> float:  # back in the metric's units
+        return pilots.noise_sd * math.sqrt(float(np.mean(r[:nv] ** 2)))
+
+    def train_ratio(r: np.ndarray) -> float:
+        return math.sqrt(float(np.mean(r[nv:] ** 2)))
+
     details = {
         "knobs_fitted": [{"name": k.name, "section": k.section, "field": k.field, "lo": k.lo, "hi": k.hi,
                           "scale": k.scale} for k in chosen],
-        "start": start, "start_rmse": math.sqrt(res.start_ssr / res.n_points),
+        "start": start, "start_rmse": val_rmse(res.start_residuals),
         "noise_between_seeds": _num(pilots.noise_between_seeds),
         "noise_within_runs": _num(pilots.noise_within_runs), "base_level": pilots.base_level,
         "points": res.n_points, "sigma": res.sigma, "rho": res.rho, "threshold_ssr": res.threshold,
-        "ensemble_rmse": [math.sqrt(s / res.n_points) for s in res.member_ssr],
+        "ensemble_rmse": [val_rmse(r) for r in res.member_residuals],
         "evaluations": res.evaluations,
+        "training": None if pilots.train is None else {
+            "bins": int(len(pilots.train)), "fit_ratio": train_ratio(res.residuals),
+            "start_ratio": train_ratio(res.start_residuals),
+            "ensemble_ratio": [train_ratio(r) for r in res.member_residuals]},
         "fit_seconds": round(time.perf_counter() - t0, 2), "fit_cpu_seconds": round(time.process_time() - c0, 2),
     }
     return Calibration(
-        metric=metric, knobs=members[0], ensemble=members, fit_rmse=math.sqrt(res.ssr / res.n_points),
+        metric=metric, knobs=members[0], ensemble=members, fit_rmse=val_rmse(res.residuals),
         pilot_noise_sd=pilots.noise_sd, base=sized, train=train, val=val, b_problem=pilot_b_problem(pilots),
         pilot_budget=pilots.budget, pilot_ns=tuple(sorted(int(n) for n in pilots.table["n"].unique())),
         details=details, seed=seed)

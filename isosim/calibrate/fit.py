@@ -1,10 +1,13 @@
 """Fitting the knobs to the pilots, and the ensemble of knob sets that fit within their noise.
 
 With ``u`` the knobs' optimiser coordinates (:mod:`isosim.calibrate.knobs`), ``y`` the N
-compared pilot evaluations and ``s(u)`` the surrogate's values there
-(:class:`isosim.calibrate.surrogate.Surrogate`), the residuals are ``r(u) = s(u) - y`` and
+compared pilot points (the validation evaluations, then the bins of the training reward when
+the pilots logged it), ``w_j`` one over each point's noise (the pilots' validation noise sd; a
+bin's standard error) and ``s(u)`` the surrogate's values there
+(:class:`isosim.calibrate.surrogate.Surrogate`), the residuals are ``r(u) = (s(u) - y) w``, in
+units of their own noise, and
 
-    SSR(u) = sum_j r_j(u)^2,        fit_rmse = sqrt(SSR(u*) / N).
+    SSR(u) = sum_j r_j(u)^2,        fit_rmse = noise_sd sqrt(mean over the validation points of r_j(u*)^2).
 
 **Fit.** ``scipy.optimize.least_squares`` (trust-region reflective, box bounds [0, 1] on every
 coordinate, forward-difference Jacobian with step :data:`STEP`, its columns evaluated in
@@ -15,10 +18,10 @@ least-squares structure (Gauss-Newton steps in a trust region) and converges in 
 iterations, where a black-box global method would need hundreds of evaluations.
 
 **Ensemble.** The knob sets the pilots cannot tell from the best fit, by the likelihood-ratio
-test of a Gaussian error model. The error scale is the pilots' own noise, or the best fit's
-residual scale when that is larger (the model then misfits by more than the noise, and the
-misfit, not the noise, is what the data resolve):
-``sigma^2 = max(noise_sd^2, SSR(u*) / (N - k))``. Residuals of neighbouring evaluations are
+test of a Gaussian error model. The error scale is the points' own noise (1 in these units), or
+the best fit's residual scale when that is larger (the model then misfits by more than the
+noise, and the misfit, not the noise, is what the data resolve):
+``sigma^2 = max(1, SSR(u*) / (N - k))``. Residuals of neighbouring evaluations are
 correlated (a run that is ahead stays ahead), so the N points carry the information of
 ``N_eff = N (1 - rho) / (1 + rho)`` independent ones, rho the lag-1 autocorrelation of the
 best fit's residuals within runs (clipped to [0, 0.9]). A knob set u is kept when
@@ -74,6 +77,10 @@ class FitResult:
     threshold: float
     evaluations: int
     start_ssr: float
+    #: the residuals (in units of each point's noise) of the best fit, of the start and of each member
+    residuals: np.ndarray = None
+    start_residuals: np.ndarray = None
+    member_residuals: tuple[np.ndarray, ...] = ()
 
 
 class _Evaluator:
@@ -145,7 +152,7 @@ def _residuals_in_worker(key) -> np.ndarray:
 
 
 def _residuals(surrogate: Surrogate, key) -> np.ndarray:
-    return surrogate.values(K.from_units(surrogate.knobs, key)) - surrogate.y
+    return (surrogate.values(K.from_units(surrogate.knobs, key)) - surrogate.y) * surrogate.weights
 
 
 def _key(u) -> tuple[float, ...]:
@@ -164,7 +171,8 @@ def fit(surrogate: Surrogate, start: dict[str, float], max_members: int = MAX_ME
     knobs = surrogate.knobs
     k = len(knobs)
     with _Evaluator(surrogate, default_workers() if workers is None else workers) as ev:
-        start_ssr = ev.ssr(K.to_units(knobs, start))  # also compiles the kernels once before any fork
+        start_key = _key(K.to_units(knobs, start))
+        start_ssr = ev.ssr(start_key)  # also compiles the kernels once before any fork
         design = [K.to_units(knobs, start), *qmc.Sobol(k, scramble=True, seed=0).random(STARTS)]
         ssrs = [float(r @ r) for r in ev.many(design)]
         x0 = np.asarray(design[int(np.argmin(ssrs))], float)
@@ -184,15 +192,16 @@ def fit(surrogate: Surrogate, start: dict[str, float], max_members: int = MAX_ME
         members = _farthest_first(best_key, keys, max_members)
         n = surrogate.y.size
         return FitResult(tuple(best_key), ssr, tuple(members), tuple(ev.ssr(q) for q in members), n,
-                         math.sqrt(sigma2), rho, threshold, len(ev.seen), start_ssr)
+                         math.sqrt(sigma2), rho, threshold, len(ev.seen), start_ssr, ev.residuals(best_key),
+                         ev.residuals(start_key), tuple(ev.residuals(q) for q in members))
 
 
 def _region(ev: _Evaluator, best: np.ndarray, k: int, surrogate: Surrogate) -> tuple[float, float, float, float]:
     """``(SSR(u*), sigma^2, T, rho)`` of the likelihood-ratio region around ``best``."""
     r = ev.residuals(best)
     ssr, n = float(r @ r), r.size
-    sigma2 = max(surrogate.pilots.noise_sd ** 2, ssr / max(n - k, 1), 1e-12)
-    rho = _lag1(r, surrogate.rows["run"].to_numpy())
+    sigma2 = max(1.0, ssr / max(n - k, 1))  # residuals are in units of their noise
+    rho = _lag1(r, surrogate.runs)
     n_eff = n * (1 - rho) / (1 + rho)
     return ssr, sigma2, sigma2 * float(stats.chi2.ppf(0.95, k)) * n / n_eff, rho
 

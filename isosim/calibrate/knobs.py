@@ -82,6 +82,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
 
 #: the knobs fitted by default
 DEFAULT: tuple[str, ...] = ("lr", "prior_scale", "skill_link")
+#: the knobs fitted by default when the pilots logged their training reward: the memorisation
+#: path besides, whose speed the gap between training and validation reward shows
+WITH_TRAINING: tuple[str, ...] = (*DEFAULT, "local")
 
 
 def knobs_of(names: Iterable[str] | None = None) -> tuple[Knob, ...]:

@@ -27,6 +27,9 @@ expected curve of its allocation, from one of two estimators:
 
 The first includes each run's lasting deviation (a seed that is ahead stays ahead); the
 second sees only evaluation noise and step-to-step jitter.
+
+**Training reward** (optional, :func:`read_training`): the mean reward of each logged step's
+batch, averaged in bins of half a doubling of compute, each with its standard error.
 """
 from __future__ import annotations
 
@@ -49,7 +52,8 @@ class Pilots:
     """Checked pilot runs. ``table``: ``run, n, B_problem, compute, value`` sorted by run and
     compute; ``base_level``: the mean value at compute 0 (None without such rows);
     ``noise_sd`` and how it was estimated (``noise_between_seeds``, ``noise_within_runs``,
-    NaN where not estimable)."""
+    NaN where not estimable); ``train``: the training reward in bins with their standard
+    errors, or None."""
 
     metric: str
     table: pd.DataFrame
@@ -57,6 +61,8 @@ class Pilots:
     noise_sd: float
     noise_between_seeds: float
     noise_within_runs: float
+    #: the training reward, binned (:func:`read_training`): ``run, n, B_problem, compute, value, se``
+    train: pd.DataFrame | None = None
 
     @property
     def budget(self) -> float:
@@ -77,11 +83,13 @@ class Pilots:
         return t[t["compute"] > 0] if self.base_level is not None else t
 
 
-def read_pilots(df: pd.DataFrame, metric: str = "avg@1") -> Pilots:
+def read_pilots(df: pd.DataFrame, metric: str = "avg@1", training: pd.DataFrame | bool | None = None) -> Pilots:
     """Check a pilot table (:func:`isosim.analysis.runs.validate_runs`, plus: no missing
     values of the metric, values in [0, 1], a metric the surrogate computes, at least two
     evaluations after compute 0 for each allocation, and a way to estimate the noise) and
-    estimate its anchor and noise. Every problem is one :class:`IsosimInputError` line."""
+    estimate its anchor and noise. ``training``: rows with the training reward
+    (:func:`read_training`), or True for the table's own ``train_reward`` column. Every problem
+    is one :class:`IsosimInputError` line."""
     parse_metric(metric)
     if isinstance(df, pd.DataFrame) and metric in df.columns:
         raw = pd.to_numeric(df[metric], errors="coerce").to_numpy(float)
@@ -107,7 +115,14 @@ def read_pilots(df: pd.DataFrame, metric: str = "avg@1") -> Pilots:
     if not math.isfinite(sd):
         raise IsosimInputError("cannot estimate the pilots' noise: give two runs (seeds) at one n, or three "
                                "evaluations after compute 0 in a run")
-    return Pilots(metric, t, float(zero.mean()) if len(zero) else None, float(sd), between, within)
+    if training is True:
+        if "train_reward" not in df.columns:
+            raise IsosimInputError(f"fitting the training reward needs a train_reward column; have {', '.join(map(str, df.columns))}")
+        training = df
+    train = None
+    if training is not None:
+        train = read_training(training, {(int(n), int(bp)) for n, bp in zip(t["n"], t["B_problem"])})
+    return Pilots(metric, t, float(zero.mean()) if len(zero) else None, float(sd), between, within, train)
 
 
 def noise_between_seeds(t: pd.DataFrame) -> float:
@@ -150,3 +165,61 @@ def noise_within_runs(t: pd.DataFrame) -> float:
 def _interp(run: pd.DataFrame, x: np.ndarray) -> np.ndarray:
     r = run.groupby("compute", as_index=False)["value"].mean()
     return np.interp(np.log(x), np.log(r["compute"].to_numpy(float)), r["value"].to_numpy(float))
+
+
+#: bins of the training reward per doubling of compute
+TRAIN_BINS_PER_DOUBLING = 2
+
+
+def read_training(df: pd.DataFrame, allocations=None) -> pd.DataFrame:
+    """The training reward of the pilots (a ``train_reward`` column: the mean reward of each
+    logged step's batch, which every trainer logs) in bins of equal log compute.
+
+    Each run's rows after compute 0 are grouped into :data:`TRAIN_BINS_PER_DOUBLING` bins per
+    doubling of compute; a bin's point is the geometric mean of its compute and the mean of its
+    rewards, with standard error ``sd_step / sqrt(count)``, ``sd_step`` the run's step-to-step
+    noise (:func:`noise_within_runs` on its unbinned rewards; the pooled value of the other runs
+    where a run has fewer than three rows). A batch's reward averages other problems each step,
+    so its noise is far larger than a validation evaluation's and the bins carry it. Returns
+    ``run, n, B_problem, compute, value, se`` sorted by run and compute. ``allocations``: the
+    ``(n, B_problem)`` of the validation pilots; training rows of another allocation are an
+    :class:`IsosimInputError`, as are rewards outside [0, 1], no finite reward, or an
+    allocation with fewer than two bins."""
+    if not isinstance(df, pd.DataFrame) or "train_reward" not in df.columns:
+        raise IsosimInputError("the training rows need a train_reward column")
+    d = validate_runs(df.assign(train_reward=pd.to_numeric(df["train_reward"], errors="coerce")))
+    d = d[np.isfinite(d["train_reward"].to_numpy(float)) & (d["compute"] > 0)]
+    if d.empty:
+        raise IsosimInputError("the training rows hold no finite train_reward after compute 0")
+    v = d["train_reward"].to_numpy(float)
+    if np.any((v < 0) | (v > 1)):
+        raise IsosimInputError(f"train_reward must lie in [0, 1] (found {v[(v < 0) | (v > 1)][0]:g})")
+    d = d.assign(run=d["run"].astype(str))
+    if allocations is not None:
+        have = {(int(n), int(bp)) for n, bp in allocations}
+        other = sorted({(int(n), int(bp)) for n, bp in zip(d["n"], d["B_problem"])} - have)
+        if other:
+            raise IsosimInputError(f"training rows at n = {other[0][0]}, B_problem = {other[0][1]} have no validation "
+                                   "pilot at that allocation")
+    per_run = {r: noise_within_runs(g[["run", "compute"]].assign(value=g["train_reward"]))
+               for r, g in d.groupby("run")}
+    known = [x for x in per_run.values() if math.isfinite(x)]
+    if not known:
+        raise IsosimInputError("cannot estimate the training reward's noise: give three or more training rows in a run")
+    pooled = math.sqrt(float(np.mean(np.square(known))))
+    rows = []
+    for (run, n, bp), g in d.groupby(["run", "n", "B_problem"], sort=True):
+        sd = per_run[run] if math.isfinite(per_run[run]) else pooled
+        sd = max(sd, 1e-4)
+        c = g["compute"].to_numpy(float)
+        key = np.floor(np.log2(c) * TRAIN_BINS_PER_DOUBLING + 1e-9)
+        for b in np.unique(key):
+            sel = key == b
+            rows.append((run, int(n), int(bp), float(np.exp(np.mean(np.log(c[sel])))),
+                         float(g["train_reward"].to_numpy(float)[sel].mean()), sd / math.sqrt(int(sel.sum()))))
+    out = pd.DataFrame(rows, columns=["run", "n", "B_problem", "compute", "value", "se"])
+    for (n, bp), g in out.groupby(["n", "B_problem"]):
+        if g["compute"].round(6).nunique() < 2:
+            raise IsosimInputError(f"the training reward at n = {n}, B_problem = {bp} needs rows in at least two "
+                                   "bins of compute (half a doubling each)")
+    return out.sort_values(["run", "compute"], kind="stable").reset_index(drop=True)

@@ -9,7 +9,10 @@ prediction at a pilot evaluation ``(n, B_problem, C)`` is the mean-field curve
 (:func:`isosim.plan.meanfield.mean_field`) of that allocation, run to the pilots' last step
 at that allocation, interpolated linearly in log compute at C (at compute 0 it is the base
 value), and anchored on the pilots' base level when they have one
-(:mod:`isosim.calibrate.pilots`): ``s(C) - s(0) + y0``.
+(:mod:`isosim.calibrate.pilots`): ``s(C) - s(0) + y0``. Where the pilots logged their training
+reward, the surrogate's training reward at a bin's compute is the same run's mean avg@1 over
+the training problems (a batch draws them uniformly, so its mean reward has that expectation),
+on the pass-rate file's own level (no anchor: the file holds the training problems' pass rates).
 """
 from __future__ import annotations
 
@@ -46,7 +49,13 @@ def base_config(base: SimConfig, train: np.ndarray, val: np.ndarray, metric: str
 
 
 class Surrogate:
-    """Mean-field pilot curves for knob values (``values``), with a small population cache."""
+    """Mean-field pilot curves for knob values (``values``), with a small population cache.
+
+    The compared points are the pilots' validation evaluations (``rows``) followed by their
+    binned training reward (``train_rows``, when the pilots have one): ``y`` holds their
+    values, ``weights`` one over their noise (the validation noise sd; each bin's standard
+    error), so that ``(values - y) * weights`` are residuals in units of their own noise, and
+    ``runs`` names the run of each point (training points apart from validation ones)."""
 
     def __init__(self, pilots: Pilots, train: np.ndarray, val: np.ndarray, base: SimConfig,
                  knobs: tuple[K.Knob, ...], seed: int = 0):
@@ -54,7 +63,15 @@ class Surrogate:
         self.train, self.val = np.asarray(train, float), np.asarray(val, float)
         self.base = base_config(base, self.train, self.val, pilots.metric)
         self.rows = pilots.fitted
-        self.y = self.rows["value"].to_numpy(float)
+        self.train_rows = pilots.train
+        self.n_val = len(self.rows)
+        tr = self.train_rows
+        noise = max(pilots.noise_sd, 1e-6)
+        self.y = np.concatenate([self.rows["value"].to_numpy(float), [] if tr is None else tr["value"].to_numpy(float)])
+        self.weights = np.concatenate([np.full(self.n_val, 1.0 / noise),
+                                       [] if tr is None else 1.0 / tr["se"].to_numpy(float)])
+        self.runs = np.concatenate([self.rows["run"].astype(str).to_numpy(),
+                                    [] if tr is None else ("train:" + tr["run"].astype(str)).to_numpy()])
 
     def config(self, values) -> SimConfig:
         return K.apply(self.base, values)
@@ -63,14 +80,19 @@ class Surrogate:
         return population_for(config, self.train, self.val, self.seed)
 
     def values(self, values) -> np.ndarray:
-        """The surrogate's metric at every compared pilot row, for knob values ``values``."""
+        """The surrogate at every compared point, for knob values ``values``: the pilots' metric
+        on the validation problems at each evaluation, then the training reward (the mean
+        avg@1 of the training problems, what a step's batch averages in expectation) at each
+        bin of the training reward."""
         cfg = self.config(values)
         pop = self.population(cfg)
-        out = np.empty(len(self.rows))
+        out = np.empty(self.y.size)
         metric, y0 = self.pilots.metric, self.pilots.base_level
+        tr = self.train_rows
         for (n, bp, steps) in self.pilots.groups:
             alloc = {"n": n, "b_problem": bp, "steps": steps, "budget": 0.0}
-            curve = mean_field(cfg.replace(allocation=alloc), pop, max_train=MAX_TRAIN, seed=self.seed).curve(metric)
+            trace = mean_field(cfg.replace(allocation=alloc), pop, max_train=MAX_TRAIN, seed=self.seed)
+            curve = trace.curve(metric)
             x = curve["compute_rollouts"].to_numpy(float)
             v = curve["value"].to_numpy(float)
             sel = np.flatnonzero((self.rows["n"] == n).to_numpy() & (self.rows["B_problem"] == bp).to_numpy())
@@ -78,6 +100,13 @@ class Surrogate:
             pred = np.interp(np.log(np.maximum(c, 1.0)), np.log(np.maximum(x, 1.0)), v)
             pred[c <= 0] = v[0]
             out[sel] = pred if y0 is None else pred - v[0] + y0
+            if tr is not None:
+                sel = np.flatnonzero((tr["n"] == n).to_numpy() & (tr["B_problem"] == bp).to_numpy())
+                if sel.size:
+                    t = trace.curve("avg@1", split="train")
+                    out[self.n_val + sel] = np.interp(np.log(tr["compute"].to_numpy(float)[sel]),
+                                                      np.log(np.maximum(t["compute_rollouts"].to_numpy(float), 1.0)),
+                                                      t["value"].to_numpy(float))
         return out
 
 

@@ -14,9 +14,11 @@ from ._options import _int_like, int_range, output_file, rollout_budget
 
 DESCRIPTION = """\
 Fit the knobs of the surrogate that a pass-rate histogram cannot show (the learning-rate scale,
-the base policy's concentration, the skill link) to a few short runs of your own model at two
-or more values of n, so that the surrogate's mean-field reward curves at the pilots' (n,
-B_problem, M) match the pilots' measured curves. The knob sets that fit within the pilots' own
+the base policy's concentration, the skill link; with a logged training reward, the
+memorisation path too, with --fit-training) to a few short runs of your own model at two or
+more values of n, so that the surrogate's mean-field reward curves at the pilots' (n,
+B_problem, M) match the pilots' measured curves (validation, and with --fit-training the
+training reward). The knob sets that fit within the pilots' own
 noise form an ensemble, which gives every predicted compute-optimal n an interval. Writes a
 model config that `isosim plan --model-config` and `isosim simulate --config` read."""
 
@@ -58,6 +60,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                                                     "(TOML or JSON; default: the defaults)")
     p.add_argument("--out", type=output_file(".toml"), metavar="FILE.toml",
                    help="write the calibrated model config (TOML)")
+    p.add_argument("--fit-training", action="store_true",
+                   help="fit the pilots' training reward too (the runs' train_reward column, or what the trainer "
+                        "logged), and the memorisation knob with it")
     p.add_argument("--workers", type=int_range(1, 64), metavar="K",
                    help="worker processes (default: 2 where the machine has two or more cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -82,17 +87,21 @@ def run(args: argparse.Namespace) -> int:
     base = read_model_config(args.config).config if args.config else None
     values = load_pass_rates(args.pass_rates)
     val = load_pass_rates(args.val_pass_rates) if args.val_pass_rates else None
-    logs = None
+    logs = training = None
     if is_log(args.runs):
         logs = _logs.read(args.runs, args, args.metric)
         runs = logs.evaluations()
+        if args.fit_training:
+            training = _training_rows(logs.training(), runs)
     else:
         runs = load_runs(args.runs[0])
-    pilots = prepare(runs, values, args.metric, val, base)[0]
+        training = True if args.fit_training else None
+    pilots = prepare(runs, values, args.metric, val, base, training=training)[0]
     budget = args.budget if args.budget is not None else 16 * pilots.budget
-    prepare(runs, values, args.metric, val, base, budget=budget)
+    prepare(runs, values, args.metric, val, base, budget=budget, training=training)
     n_grid(args.n, pilot_b_problem(pilots), budget)
-    cal = calibrate(runs, values, args.metric, val_pass_rates=val, base=base, budget=budget, workers=args.workers)
+    cal = calibrate(runs, values, args.metric, val_pass_rates=val, base=base, budget=budget, workers=args.workers,
+                    training=training)
     budgets = cal.budgets_to(budget)
     curve = cal.predict_n_star(budgets, args.n, workers=args.workers)
     zero = _zero_signal(cal, logs, pilots) if logs is not None else None
@@ -118,6 +127,14 @@ def run(args: argparse.Namespace) -> int:
             text = "\n".join([head, *_logs.report_lines(logs), rest, "", *_zero_lines(zero)])
         print(text)
     return 0
+
+
+def _training_rows(rows, evaluations):
+    """The logs' training rewards of the runs that have validation rows."""
+    t = rows[rows["train_reward"].notna() & rows["run"].isin(set(evaluations["run"]))]
+    if not len(t):
+        raise IsosimInputError("--fit-training: the logs hold no training reward for the runs with validation rows")
+    return t
 
 
 def _zero_signal(cal, logs, pilots) -> list[dict]:
@@ -175,6 +192,10 @@ def report(cal, curve, source: str, out: str | None, seconds: float, cpu: float)
     ]
     for m, r in zip(cal.ensemble, d["ensemble_rmse"]):
         lines.append("  " + "".join(f"{m[k]:>13.4g}" for k in names) + f"{r:>10.3g}")
+    tr = d.get("training")
+    if tr:
+        lines += ["", f"also fitted: the pilots' training reward in {tr['bins']} bins; the best fit misses it by "
+                      f"{tr['fit_ratio']:.2f} times its noise (the start by {tr['start_ratio']:.2f})"]
     lines += ["", f"compute-optimal n*(C) at B_problem = {cal.b_problem} (the best fit; low-high over the ensemble):",
               f"  {'compute':>10} {'n*':>6} {'low':>6} {'high':>6} {'agree':>6}"]
     for c, n, lo, hi, a in curve[["compute", "n", "n_low", "n_high", "agree"]].itertuples(index=False):
