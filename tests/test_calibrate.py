@@ -354,19 +354,26 @@ def tiny_files(tmp_path_factory):
     rng = np.random.default_rng(3)
     train = rng.binomial(16, rng.beta(0.6, 1.6, 80)) / 16
     pd.DataFrame({"pass_rate": train}).to_csv(root / "rates.csv", index=False)
-    base = SimConfig().replace(**TINY)
-    (root / "base.toml").write_text(base.to_toml())
-    hidden = K.apply(base, {"lr": 0.01}).replace(population={"train_size": 80, "val_size": 80},
-                                                 eval={"ks": (1,), "n_evals": 6})
+    (root / "base.toml").write_text(SimConfig().replace(**TINY).to_toml())
+    _tiny_runs(train, {"lr": 0.01}, 6).drop(columns="train_reward").to_csv(root / "pilots.csv", index=False)
+    return root
+
+
+def _tiny_runs(train: np.ndarray, knobs: dict, n_evals: int) -> pd.DataFrame:
+    """Simulated pilots in the small world with hidden ``knobs``: n = 2 and 8 at B_problem 8, two
+    seeds, to 2048 rollouts; validation avg@1 and the training set's avg@1 (``train_reward``) at
+    ``n_evals`` log-spaced steps."""
+    hidden = K.apply(SimConfig().replace(**TINY), knobs).replace(population={"train_size": 80, "val_size": 80},
+                                                                 eval={"ks": (1,), "n_evals": n_evals})
     pop = population_from_pass_rates(train, model=hidden.model, seed=5)
     rows = []
     for n in (2, 8):
         cfg = hidden.replace(allocation={"n": n, "b_problem": 8, "budget": 2048.0, "steps": 0})
         for s in (0, 1):
-            cur = simulate(cfg, s, population=pop).curve("avg@1")
-            rows += [(f"n{n}-s{s}", n, 8, int(st), v) for st, v in zip(cur["step"], cur["value"])]
-    pd.DataFrame(rows, columns=["run", "n", "B_problem", "step", "avg@1"]).to_csv(root / "pilots.csv", index=False)
-    return root
+            tr = simulate(cfg, s, population=pop)
+            v, t = tr.curve("avg@1"), tr.curve("avg@1", split="train")
+            rows += [(f"n{n}-s{s}", n, 8, int(st), a, b) for st, a, b in zip(v["step"], v["value"], t["value"])]
+    return pd.DataFrame(rows, columns=["run", "n", "B_problem", "step", "avg@1", "train_reward"])
 
 
 def test_cli_calibrate_then_plan_and_simulate_with_its_model_config(tiny_files, capsys):
@@ -410,20 +417,9 @@ def test_cli_calibrate_fits_a_train_reward_column_beside_validation(tiny_files, 
     --fit-training: the command fits it too, adds the memorisation knob, reports the training fit
     and each knob's range over the ensemble."""
     root = tiny_files
-    base = SimConfig().replace(**TINY)
     train = pd.read_csv(root / "rates.csv")["pass_rate"].to_numpy()
-    hidden = K.apply(base, {"lr": 0.01, "local": 200.0}).replace(population={"train_size": 80, "val_size": 80},
-                                                                 eval={"ks": (1,), "n_evals": 8})
-    pop = population_from_pass_rates(train, model=hidden.model, seed=5)
-    rows = []
-    for n in (2, 8):
-        cfg = hidden.replace(allocation={"n": n, "b_problem": 8, "budget": 2048.0, "steps": 0})
-        for s in (0, 1):
-            tr = simulate(cfg, s, population=pop)
-            v, t = tr.curve("avg@1"), tr.curve("avg@1", split="train")
-            rows += [(f"n{n}-s{s}", n, 8, int(st), a, b) for st, a, b in zip(v["step"], v["value"], t["value"])]
     path = root / "pilots_train.csv"
-    pd.DataFrame(rows, columns=["run", "n", "B_problem", "step", "avg@1", "train_reward"]).to_csv(path, index=False)
+    _tiny_runs(train, {"lr": 0.01, "local": 200.0}, 8).to_csv(path, index=False)
     args = ["calibrate", str(path), "--pass-rates", str(root / "rates.csv"), "--config", str(root / "base.toml"),
             "--budget", "8192", "--n", "2,4,8", "--fit-training"]
     assert main([*args, "--json"]) == 0
