@@ -70,17 +70,15 @@ class FitResult:
     best: tuple[float, ...]
     ssr: float
     members: tuple[tuple[float, ...], ...]
-    member_ssr: tuple[float, ...]
     n_points: int
     sigma: float
     rho: float
     threshold: float
     evaluations: int
-    start_ssr: float
     #: the residuals (in units of each point's noise) of the best fit, of the start and of each member
-    residuals: np.ndarray = None
-    start_residuals: np.ndarray = None
-    member_residuals: tuple[np.ndarray, ...] = ()
+    residuals: np.ndarray
+    start_residuals: np.ndarray
+    member_residuals: tuple[np.ndarray, ...]
 
 
 class _Evaluator:
@@ -172,7 +170,7 @@ def fit(surrogate: Surrogate, start: dict[str, float], max_members: int = MAX_ME
     k = len(knobs)
     with _Evaluator(surrogate, default_workers() if workers is None else workers) as ev:
         start_key = _key(K.to_units(knobs, start))
-        start_ssr = ev.ssr(start_key)  # also compiles the kernels once before any fork
+        ev.residuals(start_key)  # also compiles the kernels once before any fork
         design = [K.to_units(knobs, start), *qmc.Sobol(k, scramble=True, seed=0).random(STARTS)]
         ssrs = [float(r @ r) for r in ev.many(design)]
         x0 = np.asarray(design[int(np.argmin(ssrs))], float)
@@ -191,9 +189,8 @@ def fit(surrogate: Surrogate, start: dict[str, float], max_members: int = MAX_ME
         keys = [q for q in ev.seen if ev.ssr(q) - ssr <= threshold]
         members = _farthest_first(best_key, keys, max_members)
         n = surrogate.y.size
-        return FitResult(tuple(best_key), ssr, tuple(members), tuple(ev.ssr(q) for q in members), n,
-                         math.sqrt(sigma2), rho, threshold, len(ev.seen), start_ssr, ev.residuals(best_key),
-                         ev.residuals(start_key), tuple(ev.residuals(q) for q in members))
+        return FitResult(tuple(best_key), ssr, tuple(members), n, math.sqrt(sigma2), rho, threshold, len(ev.seen),
+                         ev.residuals(best_key), ev.residuals(start_key), tuple(ev.residuals(q) for q in members))
 
 
 def _region(ev: _Evaluator, best: np.ndarray, k: int, surrogate: Surrogate) -> tuple[float, float, float, float]:

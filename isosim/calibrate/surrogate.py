@@ -93,21 +93,28 @@ class Surrogate:
             alloc = {"n": n, "b_problem": bp, "steps": steps, "budget": 0.0}
             trace = mean_field(cfg.replace(allocation=alloc), pop, max_train=MAX_TRAIN, seed=self.seed)
             curve = trace.curve(metric)
-            x = curve["compute_rollouts"].to_numpy(float)
-            v = curve["value"].to_numpy(float)
-            sel = np.flatnonzero((self.rows["n"] == n).to_numpy() & (self.rows["B_problem"] == bp).to_numpy())
+            sel = _at_allocation(self.rows, n, bp)
             c = self.rows["compute"].to_numpy(float)[sel]
-            pred = np.interp(np.log(np.maximum(c, 1.0)), np.log(np.maximum(x, 1.0)), v)
-            pred[c <= 0] = v[0]
-            out[sel] = pred if y0 is None else pred - v[0] + y0
+            pred, v0 = _in_log_compute(curve, c), float(curve["value"].iloc[0])
+            pred[c <= 0] = v0
+            out[sel] = pred if y0 is None else pred - v0 + y0
             if tr is not None:
-                sel = np.flatnonzero((tr["n"] == n).to_numpy() & (tr["B_problem"] == bp).to_numpy())
+                sel = _at_allocation(tr, n, bp)
                 if sel.size:
-                    t = trace.curve("avg@1", split="train")
-                    out[self.n_val + sel] = np.interp(np.log(tr["compute"].to_numpy(float)[sel]),
-                                                      np.log(np.maximum(t["compute_rollouts"].to_numpy(float), 1.0)),
-                                                      t["value"].to_numpy(float))
+                    out[self.n_val + sel] = _in_log_compute(trace.curve("avg@1", split="train"),
+                                                            tr["compute"].to_numpy(float)[sel])
         return out
+
+
+def _at_allocation(rows, n: int, bp: int) -> np.ndarray:
+    """Indices of the rows at allocation ``(n, B_problem)``."""
+    return np.flatnonzero((rows["n"] == n).to_numpy() & (rows["B_problem"] == bp).to_numpy())
+
+
+def _in_log_compute(curve, compute: np.ndarray) -> np.ndarray:
+    """A mean-field curve's values at ``compute`` rollouts, linear in log compute."""
+    x = np.log(np.maximum(curve["compute_rollouts"].to_numpy(float), 1.0))
+    return np.interp(np.log(np.maximum(compute, 1.0)), x, curve["value"].to_numpy(float))
 
 
 def population_for(config: SimConfig, train: np.ndarray, val: np.ndarray, seed: int) -> Population:
