@@ -332,7 +332,7 @@ def test_the_training_reward_pins_the_memorisation_speed_of_the_default_model():
             trows += [(f"n{n}-s{s}", n, 16, int(st) * n * 16, float(v)) for st, v in zip(steps, y)]
     pilots = pd.DataFrame(rows, columns=["run", "n", "B_problem", "compute", "avg@1"])
     training = pd.DataFrame(trows, columns=["run", "n", "B_problem", "compute", "train_reward"])
-    cal = calibrate(pilots, train, "avg@1", val_pass_rates=val, training=training)
+    cal = calibrate(pilots, train, "avg@1", val_pass_rates=val, training=training, training_mode="always")
     assert set(cal.knobs) == set(K.WITH_TRAINING) and cal.details["training"]["bins"] > 0
     speed = cal.knobs["lr"] * cal.knobs["local"] / (MEMO_HIDDEN["lr"] * MEMO_HIDDEN["local"])
     assert 1 / 1.5 < speed < 1.5, cal.knobs
@@ -421,10 +421,11 @@ def test_cli_calibrate_fits_a_train_reward_column_beside_validation(tiny_files, 
     path = root / "pilots_train.csv"
     _tiny_runs(train, {"lr": 0.01, "local": 200.0}, 8).to_csv(path, index=False)
     args = ["calibrate", str(path), "--pass-rates", str(root / "rates.csv"), "--config", str(root / "base.toml"),
-            "--budget", "8192", "--n", "2,4,8", "--fit-training"]
+            "--budget", "8192", "--n", "2,4,8", "--fit-training", "--training-mode", "always"]
     assert main([*args, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert set(res["knobs"]) == set(K.WITH_TRAINING) and res["details"]["training"]["bins"] >= 4
+    assert res["details"]["training"]["used"]
     assert math.isfinite(res["details"]["training"]["fit_ratio"])
     for k, (lo, hi) in res["knob_ranges"].items():
         assert lo <= res["knobs"][k] <= hi and KNOBS[k].lo <= lo <= hi <= KNOBS[k].hi
@@ -436,6 +437,40 @@ def test_cli_calibrate_fits_a_train_reward_column_beside_validation(tiny_files, 
     assert main(bad) == 2 and not out.exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "train_reward" in err[0]
+
+
+def test_auto_sets_aside_a_training_reward_the_surrogate_cannot_reproduce(tiny_files, capsys):
+    """--training-mode auto (the default): pilots whose logged training reward sits at 0.97 from
+    the first step (no base model of these pass rates starts there) are fitted with it first;
+    the best fit misses it by far more than 1.5 times its noise, so the calibration returned is
+    the validation-only one (the same knobs as without --fit-training), with the set-aside fit's
+    misfit and knobs under details.training and a warning that says so. The same pilots under
+    'always' keep the training fit."""
+    root = tiny_files
+    train = pd.read_csv(root / "rates.csv")["pass_rate"].to_numpy()
+    path = root / "pilots_saturated.csv"
+    runs = _tiny_runs(train, {"lr": 0.01}, 8)
+    runs.assign(train_reward=np.where(runs["step"] % 2 == 0, 0.96, 0.98)).to_csv(path, index=False)
+    args = ["calibrate", str(path), "--pass-rates", str(root / "rates.csv"), "--config", str(root / "base.toml"),
+            "--budget", "8192", "--n", "2,4,8", "--json"]
+    assert main(args) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main([*args, "--fit-training"]) == 0
+    auto = json.loads(capsys.readouterr().out)
+    tr = auto["details"]["training"]
+    assert not tr["used"] and tr["fit_ratio"] > 1.5 and set(tr["knobs"]) == set(K.WITH_TRAINING)
+    assert auto["knobs"] == alone["knobs"] and auto["n_star_curve"] == alone["n_star_curve"]
+    assert any("training reward was set aside" in w for w in auto["warnings"])
+    assert main([*args, "--fit-training", "--training-mode", "always"]) == 0
+    always = json.loads(capsys.readouterr().out)
+    assert always["details"]["training"]["used"] and set(always["knobs"]) == set(K.WITH_TRAINING)
+    assert always["details"]["training"]["fit_ratio"] == pytest.approx(tr["fit_ratio"])
+    assert main([*args[:-1], "--fit-training"]) == 0
+    assert "set aside: the pilots' training reward in" in capsys.readouterr().out
+    out = root / "never.toml"
+    assert main([*args, "--training-mode", "always", "--out", str(out)]) == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--fit-training" in err[0]
 
 
 def test_plan_confidence_comes_from_the_ensemble_spread():

@@ -14,6 +14,7 @@ go to the smaller n; a run stopped at C' <= C holds its last value, as in the pl
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -36,6 +37,8 @@ from .surrogate import MAX_TRAIN, Surrogate, base_config, population_for, valida
 DEFAULT_NS = (2, 4, 8, 16, 32, 64, 128)
 #: a fit whose RMSE exceeds the pilots' noise sd by more than this factor is outside the noise
 NOISE_FACTOR = 1.5
+#: how :func:`calibrate` treats a training reward: fit it whatever the misfit, or only where the fit reproduces it
+TRAINING_MODES = ("always", "auto")
 #: a knob this close to an end of its range (in the optimiser's [0, 1] coordinate) is at the edge
 EDGE = 0.01
 #: below this share of the ensemble picking the best fit's n*, the ensemble disagrees with it
@@ -129,7 +132,11 @@ class Calibration:
                 out.append(f"{name} = {value:.4g} is at the {end} of its range [{knob.lo:g}, {knob.hi:g}]: the pilots "
                            "ask for a value the range does not hold, so the fit is a bound, not an estimate")
         tr = self.details.get("training")
-        if tr and tr["fit_ratio"] > NOISE_FACTOR:
+        if tr and not tr.get("used", True):
+            out.append(f"the pilots' training reward was set aside: the best fit with it missed it by "
+                       f"{tr['fit_ratio']:.1f} times its noise (the surrogate learns the training problems at another "
+                       "speed than the pilots show), so this fit is to the validation curves alone")
+        elif tr and tr["fit_ratio"] > NOISE_FACTOR:
             out.append(f"the best fit misses the pilots' training reward by {tr['fit_ratio']:.1f} times its noise: "
                        "the surrogate learns the training problems at another speed than the pilots show")
         for name, (lo, hi) in self.knob_spread().items():
@@ -286,7 +293,7 @@ def prepare(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", val_pass_rate
 def calibrate(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", *, val_pass_rates=None,
               base: SimConfig | None = None, knobs=None, budget: float | None = None, seed: int = 0,
               max_members: int = MAX_MEMBERS, workers: int | None = None,
-              training: pd.DataFrame | bool | None = None) -> Calibration:
+              training: pd.DataFrame | bool | None = None, training_mode: str = "auto") -> Calibration:
     """Fit the knobs (``knobs``, default :data:`isosim.calibrate.knobs.DEFAULT`) of ``base``
     (default :class:`SimConfig`) so that the surrogate's mean-field curves at the pilots'
     allocations match the pilots' measured ``metric``.
@@ -302,10 +309,30 @@ def calibrate(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", *, val_pass
     shows (:data:`isosim.calibrate.knobs.WITH_TRAINING`). Not fitted by default: the mean
     field's training reward runs ahead of the simulator's where few groups carry signal (hard
     problems, small n), which biases the fit there (docs/calibrate.md).
+    ``training_mode``: ``"always"`` keeps the fit with the training reward whatever its misfit;
+    ``"auto"`` keeps it only when the best fit reproduces the training reward within
+    :data:`NOISE_FACTOR` times its noise, and otherwise refits on the validation curves alone
+    (``knobs`` as given, default :data:`isosim.calibrate.knobs.DEFAULT`), recording the
+    set-aside fit under ``details["training"]``: a surrogate that cannot reproduce the training
+    reward is not steered by it.
     Bad input raises :class:`IsosimInputError` before any fitting."""
+    if training_mode not in TRAINING_MODES:
+        raise IsosimInputError(f"training_mode must be one of {', '.join(TRAINING_MODES)}, got {training_mode!r}")
     t0, c0 = time.perf_counter(), time.process_time()
-    pilots, train, val, sized, chosen = prepare(runs, pass_rates, metric, val_pass_rates, base, knobs, budget, seed,
-                                                training)
+    prepared = prepare(runs, pass_rates, metric, val_pass_rates, base, knobs, budget, seed, training)
+    cal = _calibration(*prepared, metric, seed, max_members, workers, t0, c0)
+    tr = cal.details["training"]
+    if training_mode == "always" or tr is None or tr["fit_ratio"] <= NOISE_FACTOR:
+        return cal
+    alone = _calibration(*prepare(runs, pass_rates, metric, val_pass_rates, base, knobs, budget, seed, None),
+                         metric, seed, max_members, workers, t0, c0)
+    set_aside = {**tr, "used": False, "knobs": dict(cal.knobs), "fit_rmse": cal.fit_rmse}
+    return dataclasses.replace(alone, details={**alone.details, "training": set_aside})
+
+
+def _calibration(pilots: Pilots, train: np.ndarray, val: np.ndarray, sized: SimConfig, chosen, metric: str,
+                 seed: int, max_members: int, workers: int | None, t0: float, c0: float) -> Calibration:
+    """One fit of ``chosen`` to ``pilots`` (:func:`calibrate`'s work after its checks)."""
     surrogate = Surrogate(pilots, train, val, sized, chosen, seed)
     start = {k.name: k.value(sized) for k in chosen}
     res = fit(surrogate, start, max_members, workers)
@@ -328,7 +355,7 @@ def calibrate(runs: pd.DataFrame, pass_rates, metric: str = "avg@1", *, val_pass
         "ensemble_rmse": [val_rmse(r) for r in res.member_residuals],
         "evaluations": res.evaluations,
         "training": None if pilots.train is None else {
-            "bins": int(len(pilots.train)), "fit_ratio": train_ratio(res.residuals),
+            "used": True, "bins": int(len(pilots.train)), "fit_ratio": train_ratio(res.residuals),
             "start_ratio": train_ratio(res.start_residuals),
             "ensemble_ratio": [train_ratio(r) for r in res.member_residuals]},
         "fit_seconds": round(time.perf_counter() - t0, 2), "fit_cpu_seconds": round(time.process_time() - c0, 2),

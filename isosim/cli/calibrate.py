@@ -18,7 +18,8 @@ the base policy's concentration, the skill link; with a logged training reward, 
 memorisation path too, with --fit-training) to a few short runs of your own model at two or
 more values of n, so that the surrogate's mean-field reward curves at the pilots' (n,
 B_problem, M) match the pilots' measured curves (validation, and with --fit-training the
-training reward). The knob sets that fit within the pilots' own
+training reward, which is set aside when the surrogate cannot reproduce it unless
+--training-mode always). The knob sets that fit within the pilots' own
 noise form an ensemble, which gives every predicted compute-optimal n an interval. Writes a
 model config that `isosim plan --model-config` and `isosim simulate --config` read."""
 
@@ -63,6 +64,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fit-training", action="store_true",
                    help="fit the pilots' training reward too (the runs' train_reward column, or what the trainer "
                         "logged), and the memorisation knob with it")
+    p.add_argument("--training-mode", choices=("auto", "always"),
+                   help="with --fit-training: 'auto' (the default) sets the training reward aside and fits the "
+                        "validation curves alone when the best fit misses it by more than 1.5 times its noise; "
+                        "'always' keeps it")
     p.add_argument("--workers", type=int_range(1, 64), metavar="K",
                    help="worker processes (default: 2 where the machine has two or more cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -84,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
                         ("--config", args.config)):
         if value is not None and not str(value).strip():
             raise IsosimInputError(f"{flag} needs a file path, got {value!r}")
+    if args.training_mode is not None and not args.fit_training:
+        raise IsosimInputError("--training-mode applies to --fit-training: add it, or leave --training-mode out")
     base = read_model_config(args.config).config if args.config else None
     values = load_pass_rates(args.pass_rates)
     val = load_pass_rates(args.val_pass_rates) if args.val_pass_rates else None
@@ -101,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     prepare(runs, values, args.metric, val, base, budget=budget, training=training)
     n_grid(args.n, pilot_b_problem(pilots), budget)
     cal = calibrate(runs, values, args.metric, val_pass_rates=val, base=base, budget=budget, workers=args.workers,
-                    training=training)
+                    training=training, training_mode=args.training_mode or "auto")
     budgets = cal.budgets_to(budget)
     curve = cal.predict_n_star(budgets, args.n, workers=args.workers)
     zero = _zero_signal(cal, logs, pilots) if logs is not None else None
@@ -193,9 +200,14 @@ def report(cal, curve, source: str, out: str | None, seconds: float, cpu: float)
     for m, r in zip(cal.ensemble, d["ensemble_rmse"]):
         lines.append("  " + "".join(f"{m[k]:>13.4g}" for k in names) + f"{r:>10.3g}")
     tr = d.get("training")
-    if tr:
+    if tr and tr["used"]:
         lines += ["", f"also fitted: the pilots' training reward in {tr['bins']} bins; the best fit misses it by "
                       f"{tr['fit_ratio']:.2f} times its noise (the start by {tr['start_ratio']:.2f})"]
+    elif tr:
+        lines += ["", f"set aside: the pilots' training reward in {tr['bins']} bins; the best fit with it missed it by "
+                      f"{tr['fit_ratio']:.2f} times its noise (" + ", ".join(f"{k} = {v:.4g}" for k, v in
+                                                                           tr["knobs"].items())
+                  + "), so the fit above is to the validation curves alone"]
     lines += ["", f"compute-optimal n*(C) at B_problem = {cal.b_problem} (the best fit; low-high over the ensemble):",
               f"  {'compute':>10} {'n*':>6} {'low':>6} {'high':>6} {'agree':>6}"]
     for c, n, lo, hi, a in curve[["compute", "n", "n_low", "n_high", "agree"]].itertuples(index=False):
