@@ -1,0 +1,112 @@
+"""The fidelity-cost trade-off of the default surrogate's size: number of strategies and rank.
+
+A strategies model's step costs O(B_problem * S) for the policy rows and O(B_problem * rank * S)
+for the shared low-rank part, so its size sets the price of every run. What it buys: the number
+of strategies sets how rare a problem's right strategies can be (the hard set's coverage), the
+rank how much of "which strategy solves which problem" the shared path can learn (transfer).
+
+For each size the easy and the hard levels of :func:`calibrate_confidence.both_levels` are run
+in calibration world 1 (data seed 1, one replicate, B_problem 32, 2^22 rollouts; the easy set
+also at n = 16 over B_problem), every other knob the package default: the base value and the
+best validation avg@4 per n, the RMS difference from the study's levels (the score the confidence
+knob was chosen by), and the CPU seconds of the two sweeps (this process and its workers; the
+same stores, so a rerun only reads them and reports the stored runs' cost from the first run's
+journal). The default is measured in the same run as the others, so the cost ratios are from one
+session. No finding is evaluated here: calibration and evaluation share no seed.
+
+    python paper_figures/model_size.py [--root isosim-out/model-size] [--out paper_figures/model_size.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from pathlib import Path
+
+from calibrate_confidence import STUDY_HARD_BASE, STUDY_HARD_BEST, _table, both_levels
+from calibrate_levels import COMMON_MODEL, STUDY_BASE, STUDY_BEST
+
+from isosim.sim.config import ModelConfig
+from isosim.study.findings import CALIBRATION_SEEDS
+
+DEFAULT = (ModelConfig().n_strategies, ModelConfig().rank)
+#: the package default's values of the knobs the level scripts' base config sets otherwise
+CURRENT = {k: getattr(ModelConfig(), k) for k in (*COMMON_MODEL, "prior_scale", "embed_scale", "confidence_knee")}
+#: (strategies, rank): the default, fewer and more strategies at its rank, a lower and a higher rank
+SIZES = (DEFAULT, (64, 8), (128, 8), (512, 8), (256, 4), (256, 16))
+#: measurement passes, each in fresh stores (the CPU time is the least over them; the levels must agree)
+REPEATS = 2
+
+
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(size: tuple[int, int], root: Path, journal: Path) -> dict:
+    """One size's levels and CPU seconds in the stores under ``root``, from the journal when a
+    previous run measured it there."""
+    name = f"S {size[0]}, rank {size[1]}"
+    done = {r["candidate"]: r for r in map(json.loads, journal.read_text().splitlines())} if journal.exists() else {}
+    if name in done:
+        return done[name]
+    c0 = _cpu()
+    row = both_levels(name, {**CURRENT, "n_strategies": size[0], "rank": size[1]}, root,
+                      CALIBRATION_SEEDS["data_seeds"][0])
+    row["cpu_s"] = round(_cpu() - c0, 1)
+    with journal.open("a") as fh:
+        fh.write(json.dumps(row) + "\n")
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default="isosim-out/model-size", help="sweep stores and the journal (resumable)")
+    ap.add_argument("--out", default="paper_figures/model_size.md", help="the report")
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    passes = []
+    for k in range(REPEATS):  # each pass in its own stores, the second in reverse order
+        order = SIZES if k % 2 == 0 else SIZES[::-1]
+        sub = root / f"pass{k + 1}"
+        sub.mkdir(exist_ok=True)
+        got = {size: measure(size, sub, sub / "journal.jsonl") for size in order}
+        passes.append([got[size] for size in SIZES])
+        for r in passes[-1]:
+            print(r, flush=True)
+    rows = []
+    for per_size in zip(*passes):
+        levels = {k: v for k, v in per_size[0].items() if k != "cpu_s"}
+        for r in per_size[1:]:  # the same seeds and stores' content: every level must agree
+            assert {k: v for k, v in r.items() if k != "cpu_s"} == levels, (r, levels)
+        rows.append({**levels, "cpu_s": min(r["cpu_s"] for r in per_size),
+                     "cpu_s_passes": "/".join(f"{r['cpu_s']:g}" for r in per_size)})
+    default = rows[0]["cpu_s"]
+    for r in rows:
+        r["cpu_ratio"] = round(r["cpu_s"] / default, 2)
+    study = {"candidate": "study", "easy_base": STUDY_BASE, **{f"easy_n{n}": v for n, v in STUDY_BEST.items()},
+             "spread_b": 0.019, "hard_base": STUDY_HARD_BASE,
+             **{f"hard_n{n}": STUDY_HARD_BEST.get(n, "-") for n in (8, 32, 128, 512, 1024)}, "score": "-",
+             "cpu_s": "-", "cpu_s_passes": "-", "cpu_ratio": "-"}
+    text = [
+        "# The surrogate's size: fidelity against cost (generated by `python paper_figures/model_size.py`)", "",
+        f"Calibration world {CALIBRATION_SEEDS['data_seeds'][0]} (training seeds from root seed "
+        f"{CALIBRATION_SEEDS['root_seed']}), one replicate, validation avg@4, B_problem 32, 2^22 rollouts; every knob "
+        "but the size is the package default (the first row). Best validation value per n over the run; the score is "
+        "the RMS difference from the study over the easy base and n = 8 ... 1024 and the hard base and n = 8, 32, 128 "
+        "(lower is closer). cpu_s: CPU seconds of the candidate's three sweeps (easy over n, easy over B_problem, "
+        "hard over n), its worker processes included, the least over two passes in fresh stores (the second in "
+        "reverse order; both in cpu_s_passes); cpu_ratio: against the default, measured in the same run.", "",
+        _table([study] + rows), "",
+        f"Wall time {time.time() - t0:.0f} s.", "",
+    ]
+    Path(args.out).write_text("\n".join(text))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
