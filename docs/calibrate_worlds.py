@@ -1,7 +1,7 @@
 """`isosim calibrate` on simulated pilots from worlds with hidden knobs, with and without the
 training reward: the numbers in docs/calibrate.md ("The training reward").
 
-    python docs/calibrate_worlds.py --out docs/calibrate_worlds.json     # the six worlds, about 14 minutes on 2 cores
+    python docs/calibrate_worlds.py --out docs/calibrate_worlds.json     # the eight worlds, about 30 minutes on 2 cores
 
 Each world is the current default model with some knobs changed (hidden from the calibration,
 which starts from the defaults and builds its own problems with another data seed):
@@ -14,11 +14,13 @@ which starts from the defaults and builds its own problems with another data see
   prior scale 4, lr 0.05;
 - held out from the choice of the 'auto' training mode (added after it was chosen on the four
   above): hard-memorising (the hard problems, lr 0.02, local 2000, skill link 0.8) and
-  easy-transfer (the easy problems, lr 0.03, local 600, skill link 0.9, prior scale 12).
+  easy-transfer (the easy problems, lr 0.03, local 600, skill link 0.9, prior scale 12);
+- easy-stalling and easy-unstalled: the easy problems with Adam's eps at 0.03 and 1e-5 (the
+  default 1e-3): how far the few informative groups left at small n still move the policy.
 
-Three fits per world: the validation curves alone, with the training reward always, and with
-the training reward in the 'auto' mode (kept only when the best fit reproduces it within 1.5
-times its noise, else the validation-only fit).
+Four fits per world: the validation curves alone, with the training reward always, with the
+training reward in the 'auto' mode (kept only when the best fit reproduces it within 1.5 times
+its noise, else the validation-only fit), and the auto mode with Adam's eps fitted too.
 
 Pilots: n = 2 and 16 at B_problem 16, 2 seeds each (100, 101), to 2^15 rollouts; validation avg@1
 estimated from 4 samples per problem at 40 log-spaced evaluations; the training reward logged
@@ -52,8 +54,13 @@ WORLDS = {
     # held out: added with the 'auto' training mode, after its rule was chosen on the four above
     "hard-memorising": ("hard", {"lr": 0.02, "local": 2000.0, "skill_link": 0.8}),
     "easy-transfer": ("easy", {"lr": 0.03, "local": 600.0, "skill_link": 0.9, "prior_scale": 12.0}),
+    # Adam's eps away from the default 1e-3: small n stalls sooner (larger eps) or later (smaller)
+    "easy-stalling": ("easy", {"adam_eps": 0.03}),
+    "easy-unstalled": ("easy", {"adam_eps": 1e-5}),
 }
 HELD_OUT = ("hard-memorising", "easy-transfer")
+#: the fourth fit: the auto mode with Adam's eps fitted too
+WITH_EPS = (*K.WITH_TRAINING, "adam_eps")
 
 
 def pass_rates(band: str):
@@ -117,11 +124,12 @@ def world(name: str) -> dict:
             lead.append({"n": n, "compute": c, "simulated": at[0], "mean_field": at[1]})
     out = {"world": name, "held_out": name in HELD_OUT, "hidden": hidden_knobs, "problems": len(train), "truth": truth, "fits": {},
            "training_reward_at_hidden_knobs": lead}
-    for label, tr, mode in (("validation", None, "always"), ("validation+training", training, "always"),
-                            ("auto", training, "auto")):
+    for label, tr, mode, knobs in (("validation", None, "always", None),
+                                   ("validation+training", training, "always", None),
+                                   ("auto", training, "auto", None), ("auto+adam_eps", training, "auto", WITH_EPS)):
         t0 = time.perf_counter()
         cal = calibrate(pilots, train, "avg@1", val_pass_rates=val, training=tr, budget=budgets[-1],
-                        training_mode=mode)
+                        training_mode=mode, knobs=knobs)
         pred = cal.predict_n_star(budgets, NS)
         res = []
         for (_, r), t in zip(pred.iterrows(), truth):

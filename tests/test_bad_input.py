@@ -384,6 +384,8 @@ CASES = [
     Case(CALIBRATE, "--config", MISSING_FILE | st.sampled_from(["bad.toml", "unknown.toml", "garbage.csv",
                                                                 "bad_ensemble.toml"])),
     Case(CALIBRATE, "--workers", bad_int(1, 64)),
+    Case(CALIBRATE, "--knobs", st.sampled_from(["", ",", "nope", "lr,lr", "lr,,skill_link", "LR", "lr;local"])),
+    Case(CALIBRATE, "--training-mode", st.sampled_from(["", "sometimes", "AUTO", "always"])),
     Case(CALIBRATE, "--out", BAD_OUT_FILE | st.sampled_from(["out.csv", "out", "out.json"]), ".toml"),
     Case(THEORY, "--out", BAD_OUT_FILE, ".md"),
     *([Case(("theory", "--figures=figs", "--quick"), "--only", st.sampled_from(["", ",", "0", "99", "nosuch", "1,x"])),

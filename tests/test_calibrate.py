@@ -439,6 +439,18 @@ def test_cli_calibrate_fits_a_train_reward_column_beside_validation(tiny_files, 
     assert len(err) == 1 and "train_reward" in err[0]
 
 
+def test_cli_calibrate_fits_the_knobs_asked_for(tiny_files, capsys):
+    """--knobs: the registered knobs named, in that order, each within its bounds (here Adam's eps,
+    the per-step signal knob, beside the learning rate)."""
+    root = tiny_files
+    assert main(["calibrate", str(root / "pilots.csv"), "--pass-rates", str(root / "rates.csv"), "--config",
+                 str(root / "base.toml"), "--budget", "8192", "--n", "2,4,8", "--knobs", "adam_eps,lr", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert list(res["knobs"]) == ["adam_eps", "lr"]
+    assert all(KNOBS[k].lo <= v <= KNOBS[k].hi for m in res["ensemble"] for k, v in m.items())
+    assert [k["name"] for k in res["details"]["knobs_fitted"]] == ["adam_eps", "lr"]
+
+
 def test_auto_sets_aside_a_training_reward_the_surrogate_cannot_reproduce(tiny_files, capsys):
     """--training-mode auto (the default): pilots whose logged training reward sits at 0.97 from
     the first step (no base model of these pass rates starts there) are fitted with it first;

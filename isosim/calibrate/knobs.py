@@ -78,6 +78,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "of a held-out problem's difficulty no shared skill reaches, so where validation curves level off"),
     Knob("execution_b", "model", "execution_b", 0.2, 10.0, "log",
          "the second shape of the execution rates' Beta (the larger, the lower the plateau)"),
+    Knob("adam_eps", "algo", "adam_eps", 1e-6, 1e-1, "log",
+         "Adam's eps: the gradient scale below which a step is not normalised up, so how far the few "
+         "informative groups left at small n (most groups all right or all wrong) still move the policy: "
+         "the larger, the sooner small n stalls"),
 )}
 
 #: the knobs fitted by default

@@ -24,6 +24,23 @@ noise form an ensemble, which gives every predicted compute-optimal n an interva
 model config that `isosim plan --model-config` and `isosim simulate --config` read."""
 
 
+def _knob_names() -> tuple[str, ...]:
+    from ..calibrate.knobs import KNOBS
+
+    return tuple(KNOBS)
+
+
+def _knob_list(text: str) -> tuple[str, ...]:
+    """argparse type: comma-separated names of registered knobs, each at most once."""
+    names = tuple(part.strip() for part in str(text).split(","))
+    unknown = [n for n in names if n not in _knob_names()]
+    if not names or unknown or "" in names:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated knob names from {', '.join(_knob_names())}")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: a knob is named twice")
+    return names
+
+
 def _n_list(text: str) -> tuple[int, ...]:
     """argparse type: comma-separated n values, each an integer in [1, 2048]."""
     out = []
@@ -68,6 +85,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="with --fit-training: 'auto' (the default) sets the training reward aside and fits the "
                         "validation curves alone when the best fit misses it by more than 1.5 times its noise; "
                         "'always' keeps it")
+    p.add_argument("--knobs", type=_knob_list, metavar="NAME,NAME",
+                   help="the knobs to fit (default lr,prior_scale,skill_link, and local with --fit-training); "
+                        "any of " + ", ".join(_knob_names()))
     p.add_argument("--workers", type=int_range(1, 64), metavar="K",
                    help="worker processes (default: 2 where the machine has two or more cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -103,12 +123,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         runs = load_runs(args.runs[0])
         training = True if args.fit_training else None
-    pilots = prepare(runs, values, args.metric, val, base, training=training)[0]
+    pilots = prepare(runs, values, args.metric, val, base, knobs=args.knobs, training=training)[0]
     budget = args.budget if args.budget is not None else 16 * pilots.budget
-    prepare(runs, values, args.metric, val, base, budget=budget, training=training)
+    prepare(runs, values, args.metric, val, base, knobs=args.knobs, budget=budget, training=training)
     n_grid(args.n, pilot_b_problem(pilots), budget)
-    cal = calibrate(runs, values, args.metric, val_pass_rates=val, base=base, budget=budget, workers=args.workers,
-                    training=training, training_mode=args.training_mode or "auto")
+    cal = calibrate(runs, values, args.metric, val_pass_rates=val, base=base, knobs=args.knobs, budget=budget,
+                    workers=args.workers, training=training, training_mode=args.training_mode or "auto")
     budgets = cal.budgets_to(budget)
     curve = cal.predict_n_star(budgets, args.n, workers=args.workers)
     zero = _zero_signal(cal, logs, pilots) if logs is not None else None
