@@ -24,18 +24,14 @@ noise form an ensemble, which gives every predicted compute-optimal n an interva
 model config that `isosim plan --model-config` and `isosim simulate --config` read."""
 
 
-def _knob_names() -> tuple[str, ...]:
+def _knob_list(text: str) -> tuple[str, ...]:
+    """argparse type: comma-separated names of registered knobs, each at most once (the registry
+    is imported here, when the option is given, not when the parser is built)."""
     from ..calibrate.knobs import KNOBS
 
-    return tuple(KNOBS)
-
-
-def _knob_list(text: str) -> tuple[str, ...]:
-    """argparse type: comma-separated names of registered knobs, each at most once."""
     names = tuple(part.strip() for part in str(text).split(","))
-    unknown = [n for n in names if n not in _knob_names()]
-    if not names or unknown or "" in names:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated knob names from {', '.join(_knob_names())}")
+    if any(n not in KNOBS for n in names):
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated knob names from {', '.join(KNOBS)}")
     if len(set(names)) < len(names):
         raise argparse.ArgumentTypeError(f"{text!r}: a knob is named twice")
     return names
@@ -86,8 +82,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "validation curves alone when the best fit misses it by more than 1.5 times its noise; "
                         "'always' keeps it")
     p.add_argument("--knobs", type=_knob_list, metavar="NAME,NAME",
-                   help="the knobs to fit (default lr,prior_scale,skill_link, and local with --fit-training); "
-                        "any of " + ", ".join(_knob_names()))
+                   help="the knobs to fit, comma-separated names from the knob registry (default "
+                        "lr,prior_scale,skill_link, and local with --fit-training; adam_eps is the per-step signal "
+                        "that stalls small n); an unknown name lists them")
     p.add_argument("--workers", type=int_range(1, 64), metavar="K",
                    help="worker processes (default: 2 where the machine has two or more cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
