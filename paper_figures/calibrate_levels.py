@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from isosim.experiments.sweep import POWERS_OF_TWO, SweepSpec, evaluations, run_sweep
-from isosim.sim.config import SimConfig
+from isosim.sim.config import ModelConfig, SimConfig
 from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS, finding_one_check, n_star_law
 from isosim.study.reproduce import base_value, per_n_best
 
@@ -61,6 +61,9 @@ METRIC = "avg@4"
 #: not scaled (this calibration predates ``confidence_floor``, calibrated on both bands afterwards in
 #: ``calibrate_confidence.py``).
 COMMON_MODEL = {"execution_a": 8.0, "execution_b": 2.0, "local_share": True, "confidence_floor": 1.0}
+#: the package default's values of the knobs :data:`COMMON_MODEL` sets: a candidate given these runs the
+#: package default (the size and mechanism scripts start from it)
+DEFAULT_MODEL = {k: getattr(ModelConfig(), k) for k in COMMON_MODEL}
 #: stage 0's grid: the spread of the base policy's shared and problem-specific preferences
 BASE_SHAPES = tuple((p, e) for p in (2.0, 4.0, 8.0) for e in (2.0, 4.0, 8.0))
 

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from calibrate_confidence import STUDY_HARD_BASE, STUDY_HARD_BEST, _table, both_levels, study_row, write_report
-from calibrate_levels import hard_levels
-from model_size import CURRENT
+from calibrate_levels import DEFAULT_MODEL, hard_levels
 
 from isosim import build_population
 from isosim.sim.config import SimConfig
@@ -47,7 +46,7 @@ def composition(a: float, b: float) -> dict:
     row = {"execution": f"Beta({a:g}, {b:g})"}
     for preset in ("easy", "hard"):
         cfg = SimConfig().replace(population={"preset": preset, "seed": WORLD},
-                                  model={**CURRENT, "execution_a": a, "execution_b": b})
+                                  model={**DEFAULT_MODEL, "execution_a": a, "execution_b": b})
         val = build_population(cfg.population, cfg.model).val.problems
         e, q = execution_rates(val.execution), pass_rates_of_logits(val.base_logits, val.rewards)
         row |= {f"{preset}_base": round(float(np.mean(e * q)), 3), f"{preset}_mean_e": round(float(e.mean()), 2),
@@ -66,14 +65,14 @@ def main(argv=None) -> int:
     print(_table(part1), flush=True)
     part2 = []
     for label, knobs in MEMORISATION:
-        r = hard_levels(label, {**CURRENT, **knobs}, {}, root, WORLD)
+        r = hard_levels(label, {**DEFAULT_MODEL, **knobs}, {}, root, WORLD)
         part2.append({"memorisation": label, "hard_base": r["base"], **{f"n{n}": r[f"n{n}"] for n in HARD_N}})
         print(part2[-1], flush=True)
     part3 = []
     for local in LOCALS:
         for a, b in EXECUTION:
             name = f"execution Beta({a:g}, {b:g}), local {local:g}"
-            part3.append(both_levels(name, {**CURRENT, "execution_a": a, "execution_b": b, "local": local}, root, WORLD))
+            part3.append(both_levels(name, {**DEFAULT_MODEL, "execution_a": a, "execution_b": b, "local": local}, root, WORLD))
             print(part3[-1], flush=True)
     study2 = {"memorisation": "study", "hard_base": STUDY_HARD_BASE,
               **{f"n{n}": STUDY_HARD_BEST.get(n, "-") for n in HARD_N}}

@@ -9,10 +9,11 @@ For each size the easy and the hard levels of :func:`calibrate_confidence.both_l
 in calibration world 1 (data seed 1, one replicate, B_problem 32, 2^22 rollouts; the easy set
 also at n = 16 over B_problem), every other knob the package default: the base value and the
 best validation avg@4 per n, the RMS difference from the study's levels (the score the confidence
-knob was chosen by), and the CPU seconds of the two sweeps (this process and its workers; the
-same stores, so a rerun only reads them and reports the stored runs' cost from the first run's
-journal). The default is measured in the same run as the others, so the cost ratios are from one
-session. No finding is evaluated here: calibration and evaluation share no seed.
+knob was chosen by), and the CPU seconds of its three sweeps (this process and its workers), the
+least over two passes, each in fresh stores, the second in reverse order. Each pass journals
+what it measured, so a rerun on the same ``--root`` reads the journals instead of running again.
+The default is measured in the same run as the others, so the cost ratios are from one session.
+No finding is evaluated here: calibration and evaluation share no seed.
 
     python paper_figures/model_size.py [--root isosim-out/model-size] [--out paper_figures/model_size.md]
 """
@@ -25,14 +26,12 @@ import time
 from pathlib import Path
 
 from calibrate_confidence import _table, both_levels, study_row, write_report
-from calibrate_levels import COMMON_MODEL
+from calibrate_levels import DEFAULT_MODEL
 
 from isosim.sim.config import ModelConfig
 from isosim.study.findings import CALIBRATION_SEEDS
 
 DEFAULT = (ModelConfig().n_strategies, ModelConfig().rank)
-#: the package default's values of the knobs the level scripts' base config sets otherwise
-CURRENT = {k: getattr(ModelConfig(), k) for k in (*COMMON_MODEL, "prior_scale", "embed_scale", "confidence_knee")}
 #: (strategies, rank): the default, fewer and more strategies at its rank, a lower and a higher rank
 SIZES = (DEFAULT, (64, 8), (128, 8), (512, 8), (256, 4), (256, 16))
 #: measurement passes, each in fresh stores (the CPU time is the least over them; the levels must agree)
@@ -52,7 +51,7 @@ def measure(size: tuple[int, int], root: Path, journal: Path) -> dict:
     if name in done:
         return done[name]
     c0 = _cpu()
-    row = both_levels(name, {**CURRENT, "n_strategies": size[0], "rank": size[1]}, root,
+    row = both_levels(name, {**DEFAULT_MODEL, "n_strategies": size[0], "rank": size[1]}, root,
                       CALIBRATION_SEEDS["data_seeds"][0])
     row["cpu_s"] = round(_cpu() - c0, 1)
     with journal.open("a") as fh:

@@ -439,6 +439,17 @@ def test_cli_calibrate_fits_a_train_reward_column_beside_validation(tiny_files, 
     assert len(err) == 1 and "train_reward" in err[0]
 
 
+def test_cli_training_modes_are_the_calibrations():
+    """The command line lists the training modes itself (the parser is built without importing the
+    calibration); they must be the ones :func:`calibrate` takes."""
+    from isosim.calibrate.calibration import TRAINING_MODES
+    from isosim.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["calibrate"]
+    mode = next(a for a in sub._actions if a.dest == "training_mode")
+    assert set(mode.choices) == set(TRAINING_MODES)
+
+
 def test_cli_calibrate_fits_the_knobs_asked_for(tiny_files, capsys):
     """--knobs: the registered knobs named, in that order, each within its bounds (here Adam's eps,
     the per-step signal knob, beside the learning rate)."""

@@ -132,7 +132,7 @@ class Calibration:
                 out.append(f"{name} = {value:.4g} is at the {end} of its range [{knob.lo:g}, {knob.hi:g}]: the pilots "
                            "ask for a value the range does not hold, so the fit is a bound, not an estimate")
         tr = self.details.get("training")
-        if tr and not tr.get("used", True):
+        if tr and not tr["used"]:
             out.append(f"the pilots' training reward was set aside: the best fit with it missed it by "
                        f"{tr['fit_ratio']:.1f} times its noise (the surrogate learns the training problems at another "
                        "speed than the pilots show), so this fit is to the validation curves alone")
