@@ -897,9 +897,10 @@ def test_measured_curves_average_the_seeds():
     assert measured_curves(evals, "easy") == {4: {64: pytest.approx(0.3)}}
 
 
-def test_every_scale_is_a_cli_choice_and_the_backup_differs_from_the_study_only_in_its_step():
+def test_every_scale_is_a_cli_choice_and_the_variants_differ_from_the_study_only_in_their_step():
     """``--scale`` offers exactly the registered configurations; ``study-b32`` is the study with
-    B_problem 32 and twice its learning rate, nothing else (so the two runs compare)."""
+    B_problem 32 and twice its learning rate, ``study-lr`` the study with twice its learning rate
+    to 2^20, nothing else (so the runs compare)."""
     import argparse
     from dataclasses import replace
 
@@ -915,3 +916,7 @@ def test_every_scale_is_a_cli_choice_and_the_backup_differs_from_the_study_only_
     assert (backup.b_problem, backup.grpo.lr) == (32, 2 * study.grpo.lr)
     assert replace(backup, name="study", b_problem=study.b_problem, grpo=study.grpo) == study
     assert backup.checkpoints and backup.n_grid == (8, 32, 128)
+    fast = SCALES["study-lr"]()
+    assert fast.grpo.lr == 2 * study.grpo.lr and (fast.budget, fast.n_budgets) == (2**20, 8)
+    assert replace(fast, name="study", grpo=study.grpo, budget=study.budget, min_budget=study.min_budget,
+                   n_budgets=study.n_budgets) == study

@@ -181,6 +181,18 @@ def study_b32_config() -> ValidateConfig:
     return replace(cfg, name="study-b32", b_problem=32, grpo=replace(cfg.grpo, lr=1.2e-3))
 
 
+def study_lr_config() -> ValidateConfig:
+    """The study at twice its learning rate (GRPO lr 1.2e-3, B_problem 8), evaluations at C = 2^13
+    .. 2^20 (8 budgets): about 2,000 s of CPU (17 minutes of 2 idle cores with 2 workers;
+    paper_figures/lm/study-lr). At 64 rollouts a step the n = 8 runs are noise-limited: the same
+    Adam-normalised step that carries them ahead at small budgets levels them off near 0.65 (their
+    training reward still rising), while n = 128, eight times less noisy a step, keeps rising
+    (a one-seed probe: 0.65 against 0.83 at 2^20, after trailing up to 2^18)."""
+    cfg = study_config()
+    return replace(cfg, name="study-lr", grpo=replace(cfg.grpo, lr=1.2e-3), budget=2**20, min_budget=2**20,
+                   n_budgets=8)
+
+
 def full_config() -> ValidateConfig:
     """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
     fixed batch B = 512, M up to 512."""
@@ -198,7 +210,7 @@ def full_config() -> ValidateConfig:
 
 #: the named configurations of ``isosim lm validate --scale``
 SCALES = {"quick": quick_config, "medium": medium_config, "study": study_config, "study-b32": study_b32_config,
-          "full": full_config}
+          "study-lr": study_lr_config, "full": full_config}
 
 
 # --- grids and the time plan ----------------------------------------------------------------
