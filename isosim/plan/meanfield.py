@@ -56,7 +56,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from numba import njit
-from scipy.special import expit, gammaln
 
 from ..errors import IsosimInputError
 from ..sim.advantages import group_table
@@ -78,10 +77,18 @@ def advantages(n: int, advantage: str, std_eps: float) -> tuple[np.ndarray, np.n
     return group_table(n, advantage, std_eps)
 
 
+def expit(x):
+    """``1 / (1 + e^-x)`` (SciPy's ``expit``; NumPy's here, so that a plan does not import
+    ``scipy.special``, a fifth of its start-up)."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=float)))
+
+
 def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
     """Binomial(m, p) pmf at k = 0..m for each p in the column ``p``: (len(p), m + 1)."""
     k = np.arange(m + 1)
-    logc = gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1)
+    lgamma = np.array([math.lgamma(j + 1.0) for j in range(m + 1)])  # log j!
+    logc = lgamma[m] - lgamma - lgamma[::-1]
     return np.exp(logc + k * np.log(p) + (m - k) * np.log1p(-p))
 
 

@@ -104,12 +104,19 @@ def log_odds_of_logits(logits: np.ndarray, rewards: np.ndarray) -> np.ndarray:
     """``logit q_i = logsumexp(correct logits) - logsumexp(wrong logits)``, exact where ``q_i`` is
     within rounding of 0 or 1 (a peaked base policy); ``-inf`` with no correct response, ``+inf``
     with no wrong one."""
-    from scipy.special import logsumexp
-
     correct = rewards > 0
+    with np.errstate(invalid="ignore"):
+        return (_logsumexp(np.where(correct, logits, -np.inf))
+                - _logsumexp(np.where(correct, -np.inf, logits)))
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    """``log sum_j e^x_ij`` per row, shifted by the row's maximum (``-inf`` for a row of
+    ``-inf``); NumPy's, so that building a population does not import ``scipy.special``."""
+    top = x.max(axis=1)
+    shift = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
-        return (logsumexp(np.where(correct, logits, -np.inf), axis=1)
-                - logsumexp(np.where(correct, -np.inf, logits), axis=1))
+        return np.log(np.exp(x - shift[:, None]).sum(axis=1)) + shift
 
 
 def two_outcome(z: np.ndarray, features: np.ndarray) -> Problems:
