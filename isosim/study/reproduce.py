@@ -23,9 +23,9 @@ METRIC = "avg@4"
 
 
 def reproduce_specs(quick: bool) -> dict[str, SweepSpec]:
-    """The Q1 sweeps of the finding set: ``full`` = the grid of the built-in ``q1-easy`` /
-    ``q1-hard`` specs (n 2..1024, budget 2^23) with four seeds; ``--quick``: n in
-    {2, 8, ..., 2048}, budget 2^22, two seeds."""
+    """The Q1 sweeps of the finding set, on the study's grid of n: ``full`` = n 8..2048 (every
+    power of two), budget 2^23, four seeds; ``--quick``: n in {8, 32, ..., 2048}, budget 2^22,
+    two seeds."""
     specs = sweep_specs("quick" if quick else "full")
     return {"easy": specs["easy"], "hard": specs["hard"]}
 
