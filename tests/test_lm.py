@@ -689,6 +689,36 @@ def test_cli_scale_errors_create_nothing(tmp_path, capsys, monkeypatch):
     assert exc.value.code == 2 and not out.exists()
 
 
+def test_cli_lr_sets_every_runs_rate_and_bad_rates_create_nothing(tmp_path, capsys, monkeypatch):
+    """``--lr`` replaces the configuration's GRPO learning rate and nothing else; a rate that is not
+    a finite number above 0 is a usage error before any file is written."""
+    from dataclasses import replace
+
+    import isosim.cli as cli
+    import isosim.lm.validate as validate
+    from isosim.lm.protocol import study_config
+
+    if "lm" not in cli.SUBCOMMANDS:
+        monkeypatch.setattr(cli, "SUBCOMMANDS", cli.SUBCOMMANDS + ("lm",))
+    seen = {}
+
+    def fake(out, config=None, **kw):
+        seen["cfg"] = config
+        raise SystemExit(0)
+    monkeypatch.setattr(validate, "run_validate", fake)
+    with pytest.raises(SystemExit):
+        cli.main(["lm", "validate", "--scale", "study", "--lr", "8.5e-4", "--out", str(tmp_path / "a")])
+    study = study_config()
+    assert seen["cfg"] == replace(study, grpo=replace(study.grpo, lr=8.5e-4))
+    assert seen["cfg"].config_id() != study.config_id()
+    out = tmp_path / "never"
+    for bad in ("0", "-1e-3", "nan", "inf", "fast"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["lm", "validate", "--scale", "study", "--lr", bad, "--out", str(out)])
+        assert exc.value.code == 2 and not out.exists()
+        assert "--lr" in capsys.readouterr().err
+
+
 def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
     """The calibrated predictor hands ``isosim.calibrate.calibrate`` the pilots' seed-mean curves
     anchored at compute 0 on the base value, the pass rates of the measured counts, the pilots'

@@ -101,6 +101,14 @@ def rollout_budget(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a finite number above 0 (a learning rate, a scale)."""
+    value = _float_like(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
 positive_int = int_range(1)
 nonnegative_int = int_range(0)
 #: local worker processes or threads: more than this is a typo, not a machine

@@ -9,7 +9,7 @@ import signal
 import sys
 
 from ..errors import IsosimInputError
-from ._options import MAX_WORKERS, int_range, output_dir, print_json
+from ._options import MAX_WORKERS, int_range, output_dir, positive_float, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="largest budget C_max (the configuration's times a power of 2; the smallest evaluated budget "
                         "stays); with --scale study, study-b32 or study-lr a larger C_max on the same --out continues the "
                         "checkpointed runs")
+    v.add_argument("--lr", type=positive_float, default=None, metavar="LR",
+                   help="GRPO learning rate of every run (default: the configuration's; study 6e-4); a run with "
+                        "another rate is another configuration, so give it its own --out")
     v.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=1,
                    help=f"processes training the Q1 runs in parallel, 1 to {MAX_WORKERS}, one torch thread each "
                         "(CPU only; default 1)")
@@ -102,6 +105,10 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"lm validate: no --scale given: {scale}, {SCALE_NOTES[scale]} ({args.device} device found; "
               "--quick for a check of about 2 minutes, --scale to choose)", file=sys.stderr, flush=True)
     cfg = SCALES[scale]()
+    if args.lr is not None:
+        from dataclasses import replace
+
+        cfg = replace(cfg, grpo=replace(cfg.grpo, lr=args.lr))
     if args.max_budget is not None:
         from ..lm.protocol import with_max_budget
 
