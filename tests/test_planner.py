@@ -283,3 +283,16 @@ def test_a_plan_with_other_knobs_says_the_ranking_error_was_measured_on_the_defa
     out = json.loads(capsys.readouterr().out)
     assert out["confidence"]["measured_on_these_knobs"] is False
     assert "with its default knobs (this plan uses others" in out["reasoning"]
+
+
+def test_a_plan_imports_neither_scipy_special_nor_scipy_stats():
+    """A plan's start-up stays short: building the population and integrating the mean field
+    need neither ``scipy.special`` nor ``scipy.stats`` (a fifth of a plan's start-up and more)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from isosim.plan.planner import plan; "
+            "p = plan(np.linspace(0.3, 0.6, 40), 2e3, 64); "
+            "print(sorted(m for m in ('scipy.special', 'scipy.stats') if m in sys.modules), p.best.n)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "[]" and int(out[1]) >= 2

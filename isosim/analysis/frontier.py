@@ -14,10 +14,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 
 from ..errors import IsosimInputError
-from ._logistic import fit_logistic
+from ._logistic import expit, fit_logistic
 from .n_star import n_star_envelope
 
 ID_COLUMNS = ("n", "B_problem", "run")

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
+from ..analysis._logistic import expit
 from ..errors import IsosimInputError
 from ..sim.advantages import group_table
 from ..sim.config import SimConfig
@@ -75,13 +76,6 @@ def advantages(n: int, advantage: str, std_eps: float) -> tuple[np.ndarray, np.n
     """``A+(c)`` and ``A-(c)`` for c = 0..n: the advantage of a correct / wrong rollout
     (the registered estimator's table, :mod:`isosim.sim.advantages`)."""
     return group_table(n, advantage, std_eps)
-
-
-def expit(x):
-    """``1 / (1 + e^-x)`` (SciPy's ``expit``; NumPy's here, so that a plan does not import
-    ``scipy.special``, a fifth of its start-up)."""
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=float)))
 
 
 def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
