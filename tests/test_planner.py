@@ -287,7 +287,7 @@ def test_a_plan_with_other_knobs_says_the_ranking_error_was_measured_on_the_defa
 
 def test_a_plan_imports_neither_scipy_special_nor_scipy_stats():
     """A plan's start-up stays short: building the population and integrating the mean field
-    need neither ``scipy.special`` nor ``scipy.stats`` (a fifth of a plan's start-up and more)."""
+    need neither ``scipy.special`` nor ``scipy.stats`` (0.1 s and more of a plan's start-up)."""
     import subprocess
     import sys
 
