@@ -25,8 +25,9 @@
 #    envelope of these curves gives the **compute-optimal** `n*(C)`;
 # 4. the **law** `log2 n*(C) = L / (1 + exp(-k (log10 C - log10 C0))) + b`.
 #
-# This notebook runs a small version (easy preset, 2000 training problems, 5 values of `n`,
-# 2 seeds, 2^22 rollouts: about 20 s on 2 cores) into a result store in a temporary folder.
+# This notebook runs a small version (easy preset, 2000 training problems, 5 values of `n` on
+# the study's grid, 8 to 2048, 2 seeds, 2^22 rollouts: about 10 s on 2 cores) into a result
+# store in a temporary folder.
 
 # %%
 import tempfile
@@ -44,7 +45,7 @@ spec = SweepSpec(
     id="notebook-q1-easy",
     question="Q1",
     base=SimConfig().replace(population={"preset": "easy", "train_size": 2000, "val_size": 200}),
-    n=(2, 8, 32, 128, 512),
+    n=(8, 32, 128, 512, 2048),
     b_problem=(32,),
     budget=2.0**22,
     seeds=(0, 1),
@@ -105,6 +106,7 @@ print(f"saturation: n* -> 2^{p['L'] + p['b']:.1f} = {2 ** (p['L'] + p['b']):.0f}
 # %% [markdown]
 # A small sweep like this is noisy: the intervals are wide and the saturation sits where the
 # grid of `n` stops changing the winner. The full study in simulation is `isosim reproduce`
-# (25 sweeps, the twelve findings, about 6 minutes on 2 cores); your own logs go through the
-# same pipeline with `isosim fit FILE` ([docs/analysis.md](../docs/analysis.md)). Next:
+# (28 sweeps, the twelve findings, about 16 minutes on 2 cores, 4 with `--quick`); your own
+# logs go through the same pipeline with `isosim fit FILE` ([docs/analysis.md](../docs/analysis.md)).
+# Next:
 # [04 plan your own run](04_plan_your_run.ipynb).
