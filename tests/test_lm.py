@@ -950,3 +950,8 @@ def test_every_scale_is_a_cli_choice_and_the_variants_differ_from_the_study_only
     assert fast.grpo.lr == 2 * study.grpo.lr and (fast.budget, fast.n_budgets) == (2**20, 8)
     assert replace(fast, name="study", grpo=study.grpo, budget=study.budget, min_budget=study.min_budget,
                    n_budgets=study.n_budgets) == study
+    cross = SCALES["study-crossover"]()
+    assert (cross.grpo.lr, cross.n_grid, cross.seeds, cross.seed) == (8.5e-4, (8, 32), 8, 1)
+    assert cross.budget // 2 ** (cross.n_budgets - 1) == 2**14 and cross.budget == 2**20
+    assert replace(cross, name="study-lr", grpo=fast.grpo, n_grid=fast.n_grid, seeds=fast.seeds,
+                   n_budgets=fast.n_budgets, seed=fast.seed) == fast

@@ -193,6 +193,19 @@ def study_lr_config() -> ValidateConfig:
                    n_budgets=8)
 
 
+def study_crossover_config() -> ValidateConfig:
+    """The confirmatory run of the crossover that the study-lr grid showed at lr 8.5e-4
+    (paper_figures/lm/study-lr-8.5e-4: n = 8 ahead from 2^14 to 2^18 and n = 32 from 2^19, in
+    point estimates its paired bootstrap did not resolve), designed from that run before this
+    one: n in {8, 32} only, 8 training seeds, evaluations at C = 2^14 .. 2^20 (the first budget
+    where those runs had separated), and ``seed`` 1, so the base model, the pool, the subsets
+    and every training and evaluation seed are new. About 3,200 s of CPU (27 minutes of 2 idle
+    cores with 2 workers)."""
+    cfg = study_lr_config()
+    return replace(cfg, name="study-crossover", grpo=replace(cfg.grpo, lr=8.5e-4), n_grid=(8, 32), seeds=8,
+                   n_budgets=7, seed=1)
+
+
 def full_config() -> ValidateConfig:
     """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
     fixed batch B = 512, M up to 512."""
@@ -210,7 +223,7 @@ def full_config() -> ValidateConfig:
 
 #: the named configurations of ``isosim lm validate --scale``
 SCALES = {"quick": quick_config, "medium": medium_config, "study": study_config, "study-b32": study_b32_config,
-          "study-lr": study_lr_config, "full": full_config}
+          "study-lr": study_lr_config, "study-crossover": study_crossover_config, "full": full_config}
 
 
 # --- grids and the time plan ----------------------------------------------------------------
