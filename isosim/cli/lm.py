@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = acts.add_parser("validate", help="measured vs predicted n*(C) (writes JSON lines, figures, a report)")
     v.add_argument("--quick", action="store_true", help="tiny model, few budgets (under 3 minutes on 2 CPU cores); "
                                                         "the same as --scale quick")
-    v.add_argument("--scale", choices=("quick", "medium", "study", "study-b32", "study-lr", "study-crossover", "full"), default=None,
+    v.add_argument("--scale", default=None,
+                   choices=("quick", "medium", "study", "study-b32", "study-lr", "study-crossover", "full"),
                    help="configuration: quick (CI, minutes), medium (2 CPU cores, about 27 minutes of idle cores with "
                         "--workers 2: n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores), study (2 CPU cores, "
                         "about 35 minutes on idle cores with --workers 2: easy only, B_problem 8, n 8/32/128, 4 seeds, C up "
@@ -33,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "or full (one GPU); default: full where a CUDA device is found, medium otherwise")
     v.add_argument("--max-budget", type=int, default=None, metavar="C",
                    help="largest budget C_max (the configuration's times a power of 2; the smallest evaluated budget "
-                        "stays); with --scale study, study-b32, study-lr or study-crossover a larger C_max on the same --out continues the "
-                        "checkpointed runs")
+                        "stays); with --scale study, study-b32, study-lr or study-crossover a larger C_max on the "
+                        "same --out continues the checkpointed runs")
     v.add_argument("--lr", type=positive_float, default=None, metavar="LR",
                    help="GRPO learning rate of every run (default: the configuration's; study 6e-4); a run with "
                         "another rate is another configuration, so give it its own --out")

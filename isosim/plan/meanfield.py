@@ -78,12 +78,20 @@ def advantages(n: int, advantage: str, std_eps: float) -> tuple[np.ndarray, np.n
     return group_table(n, advantage, std_eps)
 
 
+@functools.lru_cache(maxsize=64)
+def _log_binom(m: int) -> np.ndarray:
+    """``log C(m, k)`` for k = 0..m (read-only; cached: the zero-variance filter asks for it at
+    every macro step)."""
+    log_fact = np.array([math.lgamma(j + 1.0) for j in range(m + 1)])  # log j!
+    out = log_fact[m] - log_fact - log_fact[::-1]
+    out.flags.writeable = False
+    return out
+
+
 def _binom_pmf(m: int, p: np.ndarray) -> np.ndarray:
     """Binomial(m, p) pmf at k = 0..m for each p in the column ``p``: (len(p), m + 1)."""
     k = np.arange(m + 1)
-    lgamma = np.array([math.lgamma(j + 1.0) for j in range(m + 1)])  # log j!
-    logc = lgamma[m] - lgamma - lgamma[::-1]
-    return np.exp(logc + k * np.log(p) + (m - k) * np.log1p(-p))
+    return np.exp(_log_binom(m) + k * np.log(p) + (m - k) * np.log1p(-p))
 
 
 #: bump when :func:`signal_table` computes something else (the tables cached on disk carry it)

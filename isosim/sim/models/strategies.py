@@ -68,7 +68,8 @@ def solves(cfg: ModelConfig, world: dict, rng: np.random.Generator, z: np.ndarra
     rho = cfg.skill_link
     score = np.sqrt(rho) * (z @ world["W"]) + np.sqrt(1.0 - rho) * rng.normal(size=(z.shape[0], cfg.n_strategies))
     # the standard normal quantile of 1 - q (the standard library's: no scipy.special import in a plan)
-    threshold = np.array([NormalDist().inv_cdf(1.0 - x) for x in q.ravel()]).reshape(q.shape)
+    quantile = NormalDist().inv_cdf
+    threshold = np.array([quantile(1.0 - x) for x in q.ravel()]).reshape(q.shape)
     return (score > threshold).astype(float)
 
 
