@@ -717,6 +717,14 @@ def test_cli_lr_sets_every_runs_rate_and_bad_rates_create_nothing(tmp_path, caps
             cli.main(["lm", "validate", "--scale", "study", "--lr", bad, "--out", str(out)])
         assert exc.value.code == 2 and not out.exists()
         assert "--lr" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["lm", "validate", "--scale", "study", "--seeds", "12", "--out", str(tmp_path / "a")])
+    assert seen["cfg"] == replace(study, seeds=12) and seen["cfg"].config_id() == study.config_id()
+    for bad in ("0", "-2", "1.5", "many"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["lm", "validate", "--scale", "study", "--seeds", bad, "--out", str(out)])
+        assert exc.value.code == 2 and not out.exists()
+        assert "--seeds" in capsys.readouterr().err
 
 
 def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
@@ -911,12 +919,25 @@ def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_pat
     assert all(r["value"][:3] == old[(r["n"], r["seed"])]["value"] for r in runs[1:])
     assert "Training reward beside validation" in (tmp_path / "report.md").read_text()
     run_validate(tmp_path, config=cfg, figures=False)
+    # more seeds are more runs of the same design: the same results file, only the new seed trains;
+    # fewer seeds report the first ones
+    assert replace(cfg, seeds=3).config_id() == cfg.config_id() != replace(cfg, seeds=3, checkpoints=False).config_id()
+    three = run_validate(tmp_path, config=replace(cfg, seeds=3), figures=False)
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    new = [r for r in recs if r["kind"] == "run_done"][8:]
+    assert sorted((r["n"], r["seed"]) for r in new) == [(2, 2), (4, 2)] and len({r["config_id"] for r in recs}) == 1
+    assert [r["kind"] for r in recs].count("base") == 1
+    assert [(r["n"], r["seed"]) for r in three.to_json()["runs"]["easy"]] == [
+        (0, 0), (2, 0), (2, 1), (2, 2), (4, 0), (4, 1), (4, 2)]
+    one = run_validate(tmp_path, config=replace(cfg, seeds=1), figures=False).to_json()["runs"]["easy"]
+    assert [(r["n"], r["seed"]) for r in one] == [(0, 0), (2, 0), (4, 0)]
+    assert [r["value"] for r in one[1:]] == [r["value"] for r in runs if r["seed"] == 0 and r["n"] > 0]
     # both C_max are stored: either is recomputed from the results file alone, without training
     (tmp_path / "base.pt").unlink()
     again = run_validate(tmp_path, config=with_max_budget(cfg, 256), figures=False)
     assert again.measured == first.measured
     assert [json.loads(line)["kind"] for line in (tmp_path / "results.jsonl").read_text().splitlines()].count(
-        "run_done") == 8 and not (tmp_path / "base.pt").exists()
+        "run_done") == 10 and not (tmp_path / "base.pt").exists()
 
 
 def test_measured_curves_average_the_seeds():

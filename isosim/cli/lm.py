@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import replace
 
 from ..errors import IsosimInputError
-from ._options import MAX_WORKERS, int_range, output_dir, positive_float, print_json
+from ._options import MAX_WORKERS, int_range, output_dir, positive_float, positive_int, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--lr", type=positive_float, default=None, metavar="LR",
                    help="GRPO learning rate of every run (default: the configuration's; study 6e-4); a run with "
                         "another rate is another configuration, so give it its own --out")
+    v.add_argument("--seeds", type=positive_int, default=None, metavar="K",
+                   help="training seeds per n (default: the configuration's); with a checkpointed scale more seeds "
+                        "on the same --out train only the new ones, fewer report the first K")
     v.add_argument("--workers", type=int_range(1, MAX_WORKERS), default=1,
                    help=f"processes training the Q1 runs in parallel, 1 to {MAX_WORKERS}, one torch thread each "
                         "(CPU only; default 1)")
@@ -108,9 +112,9 @@ def _validate(args: argparse.Namespace) -> int:
               "--quick for a check of about 2 minutes, --scale to choose)", file=sys.stderr, flush=True)
     cfg = SCALES[scale]()
     if args.lr is not None:
-        from dataclasses import replace
-
         cfg = replace(cfg, grpo=replace(cfg.grpo, lr=args.lr))
+    if args.seeds is not None:
+        cfg = replace(cfg, seeds=args.seeds)
     if args.max_budget is not None:
         from ..lm.protocol import with_max_budget
 

@@ -90,17 +90,19 @@ class ValidateConfig:
         recomputes the comparison from the stored runs without retraining), and so are fields
         added after results were first stored, while they keep their default values (old
         results files keep their id). With ``checkpoints`` the budget fields (``budget``,
-        ``min_budget``, ``n_budgets``) are left out as well: a run to a larger C_max is the same run
-        continued, so it shares the results file, the base model, the pool and the checkpoints."""
+        ``min_budget``, ``n_budgets``) and ``seeds`` are left out as well: a run to a larger C_max is
+        the same run continued, and more training seeds are more runs of the same design (seed
+        index k trains with the same seed whatever the count), so they share the results file, the
+        base model, the pool and the checkpoints."""
         d = asdict(self)
         for key in ("time_budget_s", "reserve_s", "surrogate", "surrogate_seeds", "surrogate_lrs", "bootstrap",
                     "interval"):
             d.pop(key)
         if self.checkpoints:
-            for key in ("budget", "min_budget", "n_budgets"):
+            for key in ("budget", "min_budget", "n_budgets", "seeds"):
                 d.pop(key)
         for key, default in _LATER_DEFAULTS.items():
-            if d[key] == default:
+            if key in d and d[key] == default:
                 d.pop(key)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

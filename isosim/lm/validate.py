@@ -330,7 +330,7 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
             for job, ck in zip(jobs, ckpts):
                 finish(train_q1_run(*job, 0, step, ck))
     done = {(r["subset"], r["n"], r.get("seed", 0)): r["attempt"] for r in journal.records
-            if r["kind"] == "run_done" and r["budget"] == c_max}
+            if r["kind"] == "run_done" and r["budget"] == c_max and r.get("seed", 0) < cfg.seeds}
     return [r for r in journal.records if r["kind"] == "eval" and r["budget"] == c_max
             and (r["n"] == 0 or done.get((r["subset"], r["n"], r.get("seed", 0))) == r["attempt"])]
 
