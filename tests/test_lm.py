@@ -976,3 +976,6 @@ def test_every_scale_is_a_cli_choice_and_the_variants_differ_from_the_study_only
     assert cross.budget // 2 ** (cross.n_budgets - 1) == 2**14 and cross.budget == 2**20
     assert replace(cross, name="study-lr", grpo=fast.grpo, n_grid=fast.n_grid, seeds=fast.seeds,
                    n_budgets=fast.n_budgets, seed=fast.seed) == fast
+    confirm = SCALES["study-confirm"]()
+    assert (confirm.seeds, confirm.seed, confirm.budget // 2 ** (confirm.n_budgets - 1)) == (16, 2, 2**15)
+    assert replace(confirm, name="study-crossover", seeds=8, n_budgets=cross.n_budgets, seed=1) == cross

@@ -208,6 +208,17 @@ def study_crossover_config() -> ValidateConfig:
                    n_budgets=7, seed=1)
 
 
+def study_confirm_config() -> ValidateConfig:
+    """The second confirmatory run of the crossover, designed from the 16-seed study-crossover run
+    before this one: there n* was resolved at 8 from 2^15 to 2^18 and at 32 at 2^20, while the first
+    budget, 2^14, was a tie in every run at this rate (so a paired test from 2^14 cannot resolve a
+    move). The same design with 16 training seeds, evaluations at C = 2^15 .. 2^20, and ``seed`` 2:
+    a new base model, pool, subsets and training and evaluation seeds. The registered test:
+    ``n_star_shift`` from 2^15 to 2^20, a move of at least 2 doublings with P >= 0.9. About
+    5,900 s of CPU (about 50 minutes of 2 idle cores with 2 workers)."""
+    return replace(study_crossover_config(), name="study-confirm", seeds=16, n_budgets=6, seed=2)
+
+
 def full_config() -> ValidateConfig:
     """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
     fixed batch B = 512, M up to 512."""
@@ -225,7 +236,8 @@ def full_config() -> ValidateConfig:
 
 #: the named configurations of ``isosim lm validate --scale``
 SCALES = {"quick": quick_config, "medium": medium_config, "study": study_config, "study-b32": study_b32_config,
-          "study-lr": study_lr_config, "study-crossover": study_crossover_config, "full": full_config}
+          "study-lr": study_lr_config, "study-crossover": study_crossover_config,
+          "study-confirm": study_confirm_config, "full": full_config}
 
 
 # --- grids and the time plan ----------------------------------------------------------------
