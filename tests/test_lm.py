@@ -891,7 +891,8 @@ def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_pat
     same folder (``--max-budget``): one results file (the configuration id leaves the budget
     out), the second invocation continues every run from its checkpoint and trains only the new
     steps, and the result holds every run's validation and training-reward curves, which the
-    report tabulates; a third invocation trains nothing."""
+    report tabulates; a third invocation trains nothing. A fourth with one more seed trains that
+    seed's runs only, in the same results file; one with fewer seeds reports the first ones."""
     from isosim.lm.protocol import with_max_budget
 
     cfg = replace(quick_config(), name="test-study", pool_size=400, train_size=16, val_size=16, n_grid=(2, 4),
