@@ -620,7 +620,8 @@ def test_seeds_workers_interval_and_held_out(tmp_path):
     with its seed and per-problem counts; the measured n* carries an interval that contains it;
     the held-out entry scores every alternative on the budgets C_max / 8 .. C_max with the pilot
     costs of the protocol; the calibrated scores are pending. A rerun without the base model and
-    the pool file trains nothing and recomputes the same comparison from the results file."""
+    the pool file trains nothing and recomputes the same comparison from the results file; a
+    calibrated predictor that fails on the pilots leaves its row unscored with the reason."""
     cfg = _seeds_config()
     res = run_validate(tmp_path, config=cfg, workers=2, figures=False)
     recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
@@ -667,6 +668,17 @@ def test_seeds_workers_interval_and_held_out(tmp_path):
     assert not (tmp_path / "base.pt").exists()
     assert again.measured == res.measured
     assert again.to_json()["calibrated"] == js["calibrated"]
+    # a calibrated predictor that cannot calibrate on the pilots leaves its row unscored, with the
+    # reason, and the rest of the result as it was
+    from isosim.errors import IsosimInputError
+    from isosim.lm.heldout import Predictor
+
+    def cannot(p):
+        raise IsosimInputError("cannot estimate the pilots' noise")
+    failed = run_validate(tmp_path, config=cfg, figures=False, calibrated=Predictor(cannot)).to_json()
+    assert failed["measured"] == js["measured"] and failed["calibrated"]["alternatives"] == js["calibrated"]["alternatives"]
+    assert failed["calibrated"]["easy"] is None and failed["calibrated"]["status"].startswith("not scored")
+    assert "not scored: the calibration on the pilots failed: cannot estimate" in (tmp_path / "report.md").read_text()
 
 
 def test_cli_scale_errors_create_nothing(tmp_path, capsys, monkeypatch):
@@ -728,8 +740,8 @@ def test_cli_lr_sets_every_runs_rate_and_bad_rates_create_nothing(tmp_path, caps
 
 
 def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
-    """The calibrated predictor hands ``isosim.calibrate.calibrate`` the pilots' seed-mean curves
-    anchored at compute 0 on the base value, the pass rates of the measured counts, the pilots'
+    """The calibrated predictor hands ``isosim.calibrate.calibrate`` the pilots' curves (seed means
+    with one seed per n, else one run per seed) anchored at compute 0 on the base value, the pass rates of the measured counts, the pilots'
     B_problem, and maps the best fit's n*(C) at the target budgets to the grid."""
     import pandas as pd
 
@@ -768,6 +780,15 @@ def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
     np.testing.assert_allclose(seen["val_pass_rates"], [0.125, 0.625])
     assert seen["ns"] == [2, 8, 32] and seen["budgets"] == [4000, 8000, 16000]
     assert p.extra["calibrated_interval"][2] == {"compute": 16000, "n_low": 8, "n_high": 32}
+    # with several seeds per pilot n, each seed is a run of its own (the noise is measured between seeds)
+    p.seed_curves = {2: {0: {1000: 0.28, 2000: 0.33}, 1: {1000: 0.32, 2000: 0.37}}, 8: {0: {1000: 0.25, 2000: 0.4}}}
+    calibrated_surrogate(cfg)(p)
+    runs = seen["runs"]
+    assert sorted(set(runs["run"])) == ["pilot-n2-seed0", "pilot-n2-seed1", "pilot-n8-seed0"]
+    assert (runs["compute"] == 0).sum() == 3 and runs[runs["compute"] == 0]["avg@1"].tolist() == [0.2] * 3
+    assert sorted(map(tuple, runs[runs["compute"] > 0][["run", "compute", "avg@1"]].values.tolist())) == [
+        ("pilot-n2-seed0", 1000, 0.28), ("pilot-n2-seed0", 2000, 0.33), ("pilot-n2-seed1", 1000, 0.32),
+        ("pilot-n2-seed1", 2000, 0.37), ("pilot-n8-seed0", 1000, 0.25), ("pilot-n8-seed0", 2000, 0.4)]
 
 
 def test_learning_rate_rule_per_run():

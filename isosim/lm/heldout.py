@@ -86,6 +86,12 @@ class SubsetRuns:
                       for c in sorted(cs) if c <= max_compute}
         return out
 
+    def seed_curves(self, ns=None, max_compute: float = math.inf) -> dict[int, dict[int, dict[int, float]]]:
+        """{n: {seed: {C: validation avg@1}}} for the given n (default all), C <= ``max_compute``."""
+        return {n: {s: {c: float(x.mean() / self.samples) for c, x in sorted(by_c.items()) if c <= max_compute}
+                    for s, by_c in sorted(self.counts.get(n, {}).items())}
+                for n in (ns if ns is not None else self.grid)}
+
     def n_star(self) -> list[dict]:
         return n_star(self.curves(), self.budgets)
 
@@ -206,7 +212,8 @@ def score_prediction(measured: list[dict], predicted: dict[int, int]) -> dict:
 class Pilots:
     """What a predictor sees: the pilot runs' seed-mean curves ``curves[n][C]`` (C <= ``cut``),
     the budgets to predict, the grid, B_problem, the base model's measured pass-rate counts on the
-    training and validation problems (out of ``measure_samples``) and its validation avg@1."""
+    training and validation problems (out of ``measure_samples``) and its validation avg@1;
+    ``seed_curves[n][seed][C]``, each seed's curve (empty where only the means are known)."""
 
     subset: str
     curves: dict[int, dict[int, float]]
@@ -220,6 +227,7 @@ class Pilots:
     measure_samples: int
     seeds: int
     extra: dict = field(default_factory=dict)
+    seed_curves: dict = field(default_factory=dict)
 
     @property
     def rollouts(self) -> int:
@@ -254,7 +262,8 @@ def make_pilots(runs: SubsetRuns, which: str, c_max: int, b_problem: int, train_
     ns = pilot_ns(runs.grid, which)
     seeds = min(len(runs.counts[n]) for n in ns)
     return Pilots(runs.subset, runs.curves(ns, cut), cut, held_out_budgets(runs.budgets, c_max), list(runs.grid),
-                  b_problem, runs.base_value, np.asarray(train_counts), np.asarray(val_counts), measure_samples, seeds)
+                  b_problem, runs.base_value, np.asarray(train_counts), np.asarray(val_counts), measure_samples, seeds,
+                  seed_curves=runs.seed_curves(ns, cut))
 
 
 def score_held_out(runs: dict[str, SubsetRuns], measured: dict[str, list[dict]], predictors: dict, *, c_max: int,
@@ -384,8 +393,10 @@ def calibrated_surrogate(cfg, knobs=None) -> Predictor:
     (the knobs ``knobs``, default its default set: learning rate, base-policy concentration,
     skill link), on the base model's measured pass rates; n*(C) at every target budget is the
     best fit's compute-optimal n over the grid (:meth:`~isosim.calibrate.Calibration.predict_n_star`),
-    rounded to the nearest n of the grid. The pilots' seed-mean curves are its runs, anchored at
-    compute 0 on the measured base value; the ensemble's interval goes to ``extra``."""
+    rounded to the nearest n of the grid. Its runs are the pilots' seeds, one run per (n, seed),
+    each anchored at compute 0 on the measured base value, so the pilots' noise is measured
+    between seeds (with one seed per n, the seed-mean curves; calibrate then needs three
+    evaluations after compute 0 in a run); the ensemble's interval goes to ``extra``."""
     import pandas as pd
 
     from ..calibrate import calibrate
@@ -393,10 +404,14 @@ def calibrated_surrogate(cfg, knobs=None) -> Predictor:
     from .compare import surrogate_algo, surrogate_rates
 
     def fn(p: Pilots) -> dict[int, int]:
-        rows = [{"run": f"pilot-n{n}", "n": n, "B_problem": p.b_problem, "compute": 0, "avg@1": p.base_value}
-                for n in p.curves]
-        rows += [{"run": f"pilot-n{n}", "n": n, "B_problem": p.b_problem, "compute": c, "avg@1": v}
-                 for n, curve in p.curves.items() for c, v in curve.items() if c > 0]
+        several = any(len(by_seed) > 1 for by_seed in p.seed_curves.values())
+        runs = ({f"pilot-n{n}-seed{s}": (n, curve) for n, by_seed in p.seed_curves.items()
+                 for s, curve in by_seed.items()} if several
+                else {f"pilot-n{n}": (n, curve) for n, curve in p.curves.items()})
+        rows = [{"run": run, "n": n, "B_problem": p.b_problem, "compute": 0, "avg@1": p.base_value}
+                for run, (n, _) in runs.items()]
+        rows += [{"run": run, "n": n, "B_problem": p.b_problem, "compute": c, "avg@1": v}
+                 for run, (n, curve) in runs.items() for c, v in curve.items() if c > 0]
         train = surrogate_rates(p.train_counts, p.measure_samples, cfg.pass_rate_estimate)
         val = surrogate_rates(p.val_counts, p.measure_samples, cfg.pass_rate_estimate)
         cal = calibrate(pd.DataFrame(rows), train, "avg@1", val_pass_rates=val, knobs=knobs,

@@ -241,5 +241,7 @@ def held_out_text(res) -> list[str]:
         lines.append(f"| {label} | {cells} | {v['pilot_rollouts']:,} | {preds} |")
     lines += [""] + [f"- `{k}`: {t}." for k, _, t in rows[1:] if t] + [""]
     if h.get("easy") is None:
-        lines += ["The calibrated surrogate's row is pending: no calibrated predictor was plugged in.", ""]
+        why = h.get("status", "")
+        lines += [f"The calibrated surrogate's row is {why}." if why.startswith("not scored") else
+                  "The calibrated surrogate's row is pending: no calibrated predictor was plugged in.", ""]
     return lines

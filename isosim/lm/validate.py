@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..errors import IsosimInputError
 from ..experiments.progress import progress_bar, write_above
 from .base import skill_errors, train_base
 from .compare import (
@@ -628,10 +629,15 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
                              "budgets": held_out_budgets(blist, c_max), "interval": cfg.interval},
                 "alternatives": alt}
         if calibrated is not None:
-            got = score_held_out(runs, measured, {"calibrated": calibrated}, c_max=c_max, b_problem=cfg.b_problem,
-                                 counts=counts, measure_samples=cfg.measure_samples)["calibrated"]
-            held.update({k: got[k] for k in subsets}, status="scored", pilot_rollouts=got["pilot_rollouts"],
-                        predicted=got["predicted"])
+            try:
+                got = score_held_out(runs, measured, {"calibrated": calibrated}, c_max=c_max, b_problem=cfg.b_problem,
+                                     counts=counts, measure_samples=cfg.measure_samples)["calibrated"]
+            except IsosimInputError as e:  # the pilots cannot be calibrated on: say so, keep the rest of the result
+                held["status"] = f"not scored: the calibration on the pilots failed: {e}"
+                log(f"  calibrated surrogate: {held['status']}")
+            else:
+                held.update({k: got[k] for k in subsets}, status="scored", pilot_rollouts=got["pilot_rollouts"],
+                            predicted=got["predicted"])
         journal.write("held_out", **held)
         for name, a in alt.items():
             log(f"  {name:<18s} " + "; ".join(f"{k}: mean |log2 error| {a[k]['mean_abs_log2_error']:.2f}, within one "
