@@ -962,6 +962,19 @@ def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_pat
         "run_done") == 10 and not (tmp_path / "base.pt").exists()
 
 
+def test_the_reports_standard_error_is_between_seeds():
+    """With several seeds the report's ± s.e. is the seed mean's, sd / sqrt(seeds), at the budget
+    where the best-so-far value was reached; with one seed there is none (the binomial one is used)."""
+    from isosim.lm.report import _seed_se
+
+    rows = [{"n": 8, "seed": s, "compute": [64, 128], "value": v} for s, v in enumerate(([0.5, 0.7], [0.6, 0.9]))]
+    rows.append({"n": 32, "seed": 0, "compute": [64, 128], "value": [0.4, 0.8]})
+    assert _seed_se(rows, 8, 128, 0.8) == pytest.approx(np.std([0.7, 0.9], ddof=1) / math.sqrt(2))
+    assert _seed_se(rows, 8, 128, 0.55) == pytest.approx(np.std([0.5, 0.6], ddof=1) / math.sqrt(2))  # reached at 64
+    assert _seed_se(rows, 8, 64, 0.55) == pytest.approx(0.05)
+    assert _seed_se(rows, 32, 128, 0.8) is None
+
+
 def test_measured_curves_average_the_seeds():
     from isosim.lm.compare import measured_curves
 

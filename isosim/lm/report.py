@@ -108,7 +108,8 @@ def report_text(res) -> str:
         "n*(C): arg-max over n of the best-so-far validation avg@1 (mean over seeds) at each budget"
         + (f"; its {cfg.interval:.0%} interval [n_low, n_high] from {cfg.bootstrap} bootstrap replicates over seeds "
            "and validation problems" if cfg.bootstrap and _has_interval(res) else "")
-        + ". Surrogate: strategies model on "
+        + ". ± s.e.: the standard error of that seed mean (the seeds' sd / sqrt(seeds)); with one seed, the "
+        "binomial error of its samples. Surrogate: strategies model on "
         f"the measured pass rates ({cfg.pass_rate_estimate} estimate), same n, B_problem and M; its learning rate "
         "fitted to the LM's curve at the reference n only.",
         "",
@@ -125,7 +126,9 @@ def report_text(res) -> str:
         pm = {p["compute"]: p["n"] for p in res.predicted[name]}
         n_eval = res.subsets[name]["val"] * cfg.eval_samples * cfg.seeds
         for p in res.measured[name]:
-            se = math.sqrt(max(p["value"] * (1 - p["value"]), 0.0) / n_eval)
+            se = _seed_se(res.runs.get(name, []), p["n"], p["compute"], p["value"])
+            if se is None:  # one seed: the binomial error of its samples
+                se = math.sqrt(max(p["value"] * (1 - p["value"]), 0.0) / n_eval)
             ru = f"n={p['runner_up']}: {p['runner_up_value']:.3f}" if "runner_up" in p else "-"
             ivs = f" [{p['n_low']}, {p['n_high']}] |" if iv else ""
             lines.append(f"| {p['compute']} | {p['n']} |{ivs} {p['value']:.3f} ± {se:.3f} | {ru} | "
@@ -166,6 +169,20 @@ def report_text(res) -> str:
     cpu = f" (CPU time of this invocation {res.cpu_seconds:.0f} s)" if res.cpu_seconds else ""
     lines.append(f"Wall time {res.seconds:.0f} s{cpu}. Figures: lm_validation.png, lm_base.png; raw data: results.jsonl.")
     return "\n".join(lines) + "\n"
+
+
+def _seed_se(rows: list[dict], n: int, c: int, value: float) -> float | None:
+    """The standard error of a seed mean, sd / sqrt(seeds), of n's validation avg@1 at the budget
+    whose seed mean is ``value`` (the best so far up to ``c``; ``c`` itself if none matches);
+    ``None`` with fewer than two seeds."""
+    at = [r for r in rows if r["n"] == n]
+    comp = sorted({b for r in at for b in r["compute"] if b <= c})
+    per = {b: [r["value"][r["compute"].index(b)] for r in at if b in r["compute"]] for b in comp}
+    per = {b: v for b, v in per.items() if len(v) > 1}
+    if not per:
+        return None
+    b = next((b for b in per if abs(np.mean(per[b]) - value) < 1e-12), c if c in per else max(per))
+    return float(np.std(per[b], ddof=1) / math.sqrt(len(per[b])))
 
 
 def train_validation_text(res, name: str) -> list[str]:
