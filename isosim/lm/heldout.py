@@ -393,10 +393,11 @@ def calibrated_surrogate(cfg, knobs=None) -> Predictor:
     (the knobs ``knobs``, default its default set: learning rate, base-policy concentration,
     skill link), on the base model's measured pass rates; n*(C) at every target budget is the
     best fit's compute-optimal n over the grid (:meth:`~isosim.calibrate.Calibration.predict_n_star`),
-    rounded to the nearest n of the grid. Its runs are the pilots' seeds, one run per (n, seed),
-    each anchored at compute 0 on the measured base value, so the pilots' noise is measured
-    between seeds (with one seed per n, the seed-mean curves; calibrate then needs three
-    evaluations after compute 0 in a run); the ensemble's interval goes to ``extra``."""
+    rounded to the nearest n of the grid. Its runs are the pilots' seeds, one run per (n, seed)
+    (the seed-mean curves where the pilots carry no per-seed curves), each anchored at compute 0
+    on the measured base value, so with several seeds the pilots' noise is measured between them
+    (with one, calibrate needs three evaluations after compute 0 in a run); the ensemble's
+    interval goes to ``extra``."""
     import pandas as pd
 
     from ..calibrate import calibrate
@@ -404,9 +405,8 @@ def calibrated_surrogate(cfg, knobs=None) -> Predictor:
     from .compare import surrogate_algo, surrogate_rates
 
     def fn(p: Pilots) -> dict[int, int]:
-        several = any(len(by_seed) > 1 for by_seed in p.seed_curves.values())
         runs = ({f"pilot-n{n}-seed{s}": (n, curve) for n, by_seed in p.seed_curves.items()
-                 for s, curve in by_seed.items()} if several
+                 for s, curve in by_seed.items()} if p.seed_curves
                 else {f"pilot-n{n}": (n, curve) for n, curve in p.curves.items()})
         rows = [{"run": run, "n": n, "B_problem": p.b_problem, "compute": 0, "avg@1": p.base_value}
                 for run, (n, _) in runs.items()]

@@ -175,14 +175,18 @@ def _seed_se(rows: list[dict], n: int, c: int, value: float) -> float | None:
     """The standard error of a seed mean, sd / sqrt(seeds), of n's validation avg@1 at the budget
     whose seed mean is ``value`` (the best so far up to ``c``; ``c`` itself if none matches);
     ``None`` with fewer than two seeds."""
-    at = [r for r in rows if r["n"] == n]
-    comp = sorted({b for r in at for b in r["compute"] if b <= c})
-    per = {b: [r["value"][r["compute"].index(b)] for r in at if b in r["compute"]] for b in comp}
+    comp = sorted({b for r in rows if r["n"] == n for b in r["compute"] if b <= c})
+    per = {b: _at(rows, n, b, "value") for b in comp}
     per = {b: v for b, v in per.items() if len(v) > 1}
     if not per:
         return None
     b = next((b for b in per if abs(np.mean(per[b]) - value) < 1e-12), c if c in per else max(per))
     return float(np.std(per[b], ddof=1) / math.sqrt(len(per[b])))
+
+
+def _at(rows: list[dict], n: int, c: int, key: str) -> list:
+    """``key`` (``value``, ``train_reward``) of every seed's run at n, at budget c where it was evaluated."""
+    return [r[key][r["compute"].index(c)] for r in rows if r["n"] == n and c in r["compute"]]
 
 
 def train_validation_text(res, name: str) -> list[str]:
@@ -207,9 +211,7 @@ def train_validation_text(res, name: str) -> list[str]:
     for c in comp:
         cells = []
         for n in grid:
-            at = [(r["value"][r["compute"].index(c)], r["train_reward"][r["compute"].index(c)])
-                  for r in rows if r["n"] == n and c in r["compute"]]
-            cells += [cell([a for a, _ in at]), cell([b for _, b in at])]
+            cells += [cell(_at(rows, n, c, "value")), cell(_at(rows, n, c, "train_reward"))]
         lines.append(f"| {c} | " + " | ".join(cells) + " |")
     return lines + [""]
 
