@@ -539,6 +539,30 @@ def test_n_star_shift_is_paired_and_three_valued():
     assert abs(tie["p_moves"] - 0.25) < 0.05  # both seeds drawn as seed 0: mean 10 > 9; otherwise <= 9
 
 
+def test_n_star_shift_from_a_registered_budget():
+    """Budgets 100, 200, 800, two seeds, two problems of 10 samples. At 100 n = 2 and 32 tie in
+    the mean (5.5; n = 32's seeds score 4.5 and 6.5), so the replicates split; at 200 n = 2 wins
+    everywhere (9 against 1) and at 800 n = 32 does (10 against n = 2's best so far, 9). From the
+    first budget the test is inconclusive; from the registered budget 200 every replicate moves
+    by 4 doublings. A start that is not an evaluated budget before the last is bad input."""
+    from isosim.errors import IsosimInputError
+    from isosim.lm.heldout import n_star_shift
+
+    grid, budgets = [2, 32], [100, 200, 800]
+    runs = _runs({2: {s: {100: [5, 6], 200: [9, 9], 800: [3, 3]} for s in (0, 1)},
+                  32: {0: {100: [4, 5], 200: [1, 1], 800: [10, 10]}, 1: {100: [6, 7], 200: [1, 1], 800: [10, 10]}}},
+                 grid, budgets, 10, [1, 1])
+    first = n_star_shift(runs, reps=1000)
+    assert first["from"] == 100 and first["verdict"] == "inconclusive" and 0.1 < first["p_moves"] < 0.9
+    registered = n_star_shift(runs, reps=1000, start=200)
+    assert (registered["from"], registered["to"], registered["log2_shift"]) == (200, 800, 4.0)
+    assert (registered["p_moves"], registered["verdict"], registered["registered_start"]) == (1.0, "moves", True)
+    assert first["registered_start"] is False
+    for bad in (150, 800):
+        with pytest.raises(IsosimInputError):
+            n_star_shift(runs, reps=10, start=bad)
+
+
 def test_held_out_protocol_and_alternatives_hand_computed():
     """Grid 2, 4, 8, 16, C_max = 1600, budgets 100 .. 1600: pilots are n = 2 and n = 8 (the middle),
     cut at C_max / 16 = 100; the scored budgets are 200 .. 1600. Measured n* (two seeds, one
@@ -1014,3 +1038,8 @@ def test_every_scale_is_a_cli_choice_and_the_variants_differ_from_the_study_only
     confirm = SCALES["study-confirm"]()
     assert (confirm.seeds, confirm.seed, confirm.budget // 2 ** (confirm.n_budgets - 1)) == (16, 2, 2**15)
     assert replace(confirm, name="study-crossover", seeds=8, n_budgets=cross.n_budgets, seed=1) == cross
+    replicate = SCALES["study-replicate"]()
+    assert (replicate.seed, replicate.shift_start) == (3, 2**17) and confirm.shift_start is None
+    assert replace(replicate, name="study-confirm", seed=2, shift_start=None) == confirm
+    # the test's first budget is analysis, not training: it leaves the configuration id
+    assert replace(replicate, shift_start=None).config_id() == replicate.config_id()

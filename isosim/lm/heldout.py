@@ -33,6 +33,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import IsosimInputError
 from .compare import n_star
 
 #: the study's fitted n*(C) law, log2 n* = L / (1 + exp(-k (log10 C - log10 C0))) + b, at B_problem 32
@@ -151,18 +152,26 @@ def bootstrap_n_star(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, see
     return out
 
 
-def n_star_shift(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, seed: int = 0, doublings: float = 2.0) -> dict:
-    """How far n*(C) moves from the first to the last evaluated budget, with the paired bootstrap
+def n_star_shift(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, seed: int = 0, doublings: float = 2.0,
+                 start: int | None = None) -> dict:
+    """How far n*(C) moves from the first evaluated budget (or from ``start``, an evaluated budget
+    registered before the runs) to the last, with the paired bootstrap
     of the module docstring (the same replicates give n* at both budgets, so the two are compared
     within each replicate, not through their separate intervals).
 
     ``log2_shift`` = log2 n*(C_last) - log2 n*(C_first) of the point estimates; ``low`` and
     ``high`` its ``level`` interval over the replicates; ``p_rises`` and ``p_moves`` the shares
     of replicates with a shift > 0 and >= ``doublings``; ``verdict`` ``"moves"`` when ``low`` >=
-    ``doublings``, ``"does not move"`` when ``high`` < ``doublings``, else ``"inconclusive"``."""
+    ``doublings``, ``"does not move"`` when ``high`` < ``doublings``, else ``"inconclusive"``;
+    ``registered_start`` whether ``start`` was given."""
     arg, evaluated = _bootstrap_argmax(runs, reps, seed)
     cols = np.flatnonzero(evaluated)
     first, last = int(cols[0]), int(cols[-1])
+    if start is not None:
+        budgets = [int(b) for b in runs.budgets]
+        if int(start) not in budgets or not evaluated[budgets.index(int(start))] or budgets.index(int(start)) >= last:
+            raise IsosimInputError(f"the shift's first budget {start} is not an evaluated budget before the last")
+        first = budgets.index(int(start))
     grid = np.asarray(runs.grid)
     shift = np.log2(grid[arg[:, last]]) - np.log2(grid[arg[:, first]])
     point = {p["compute"]: p["n"] for p in runs.n_star()}
@@ -170,7 +179,7 @@ def n_star_shift(runs: SubsetRuns, reps: int = 1000, level: float = 0.9, seed: i
     low = float(np.quantile(shift, (1 - level) / 2, method="lower"))
     high = float(np.quantile(shift, (1 + level) / 2, method="higher"))
     verdict = "moves" if low >= doublings else "does not move" if high < doublings else "inconclusive"
-    return {"from": int(c0), "to": int(c1), "log2_shift": float(math.log2(point[c1]) - math.log2(point[c0])),
+    return {"from": int(c0), "to": int(c1), "registered_start": start is not None, "log2_shift": float(math.log2(point[c1]) - math.log2(point[c0])),
             "low": low, "high": high, "level": level, "doublings": doublings,
             "p_rises": float(np.mean(shift > 0)), "p_moves": float(np.mean(shift >= doublings)), "verdict": verdict}
 

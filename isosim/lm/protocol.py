@@ -59,6 +59,7 @@ class ValidateConfig:
     pool_bands: tuple[tuple[float, float, float], ...] = ((0.2, 0.75, 0.45), (0.0, 0.15, 0.45), (0.0, 1.0, 0.1))
     bootstrap: int = 1000  # bootstrap replicates of the n*(C) interval (seeds and validation problems resampled)
     interval: float = 0.9  # central probability of that interval
+    shift_start: int | None = None  # the registered first budget of the n*(C) shift test (None: the first evaluated)
     lr_rule: str = "constant"  # "constant": grpo.lr for every run; "sqrt": grpo.lr * sqrt(n B_problem / lr_ref_batch)
     lr_ref_batch: int = 256  # the batch n * B_problem at which a "sqrt" run's lr is grpo.lr
     subsets: tuple[str, ...] = ("easy", "hard")  # which subsets (keys of BANDS) are picked and trained
@@ -86,7 +87,7 @@ class ValidateConfig:
 
     def config_id(self) -> str:
         """A hash of everything that decides the trained runs and their evaluations. The
-        surrogate's settings, the time budget and the bootstrap are left out (changing them
+        surrogate's settings, the time budget, the bootstrap and the shift test's first budget are left out (changing them
         recomputes the comparison from the stored runs without retraining), and so are fields
         added after results were first stored, while they keep their default values (old
         results files keep their id). With ``checkpoints`` the budget fields (``budget``,
@@ -96,7 +97,7 @@ class ValidateConfig:
         base model, the pool and the checkpoints."""
         d = asdict(self)
         for key in ("time_budget_s", "reserve_s", "surrogate", "surrogate_seeds", "surrogate_lrs", "bootstrap",
-                    "interval"):
+                    "interval", "shift_start"):
             d.pop(key)
         if self.checkpoints:
             for key in ("budget", "min_budget", "n_budgets", "seeds"):
@@ -219,6 +220,18 @@ def study_confirm_config() -> ValidateConfig:
     return replace(study_crossover_config(), name="study-confirm", seeds=16, n_budgets=6, seed=2)
 
 
+def study_replicate_config() -> ValidateConfig:
+    """The third confirmatory run of the crossover, designed from study-crossover (16 seeds, base
+    ``seed`` 1) and study-confirm (16 seeds, ``seed`` 2) before this one: in both, n* was resolved at
+    8 at 2^16 .. 2^18 and both first budgets were ties, while the top moved with the base model
+    (resolved at 32 at 2^20 for seed 1, ahead but unresolved for seed 2). The study-confirm design
+    (16 training seeds, C = 2^15 .. 2^20) with ``seed`` 3, and the registered test ``n_star_shift``
+    from 2^17 (where every earlier run had n* resolved at its smallest n) to 2^20, a move of at
+    least 2 doublings with P >= 0.9. About 5,700 s of CPU (about 50 minutes of 2 idle cores with 2
+    workers)."""
+    return replace(study_confirm_config(), name="study-replicate", seed=3, shift_start=2**17)
+
+
 def full_config() -> ValidateConfig:
     """One H200, under 8 minutes: a two-layer GPT, k <= 6, B_problem 32, n = 2..128, C up to 2^17;
     fixed batch B = 512, M up to 512."""
@@ -237,7 +250,7 @@ def full_config() -> ValidateConfig:
 #: the named configurations of ``isosim lm validate --scale``
 SCALES = {"quick": quick_config, "medium": medium_config, "study": study_config, "study-b32": study_b32_config,
           "study-lr": study_lr_config, "study-crossover": study_crossover_config,
-          "study-confirm": study_confirm_config, "full": full_config}
+          "study-confirm": study_confirm_config, "study-replicate": study_replicate_config, "full": full_config}
 
 
 # --- grids and the time plan ----------------------------------------------------------------

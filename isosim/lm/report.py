@@ -139,7 +139,8 @@ def report_text(res) -> str:
         lines += train_validation_text(res, name)
         sh = res.shift.get(name)
         if sh:
-            lines += [f"Does n* move? From C = {sh['from']} to {sh['to']}: log2 n* changes by {sh['log2_shift']:+.0f} "
+            lines += [f"Does n* move? From C = {sh['from']}"
+                      f"{' (the registered first budget)' if sh.get('registered_start') else ''} to {sh['to']}: log2 n* changes by {sh['log2_shift']:+.0f} "
                       f"(paired bootstrap, {sh['level']:.0%} interval [{sh['low']:+.0f}, {sh['high']:+.0f}]; "
                       f"{sh['p_rises']:.0%} of replicates rise, {sh['p_moves']:.0%} by at least {sh['doublings']:.0f} "
                       f"doublings). Moves by at least {sh['doublings']:.0f} doublings: **{sh['verdict']}**.", ""]

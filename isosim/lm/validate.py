@@ -586,7 +586,8 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
             runs[name] = SubsetRuns.from_evals(evals, name, plan["n_grid"], blist, cfg.eval_samples)
             measured[name] = measured_with_interval(runs[name], cfg.bootstrap, cfg.interval, cfg.seed)
             if cfg.bootstrap > 0 and len(measured[name]) > 1:
-                shifts[name] = n_star_shift(runs[name], cfg.bootstrap, cfg.interval, cfg.seed)
+                start = cfg.shift_start if cfg.shift_start in blist[:-1] else None  # not evaluated: from the first
+                shifts[name] = n_star_shift(runs[name], cfg.bootstrap, cfg.interval, cfg.seed, start=start)
         else:  # results written before per-problem counts were stored: no interval
             measured[name] = n_star(mc, blist)
         predicted[name] = n_star(sc, blist)
