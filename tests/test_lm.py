@@ -937,7 +937,8 @@ def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_pat
     out), the second invocation continues every run from its checkpoint and trains only the new
     steps, and the result holds every run's validation and training-reward curves, which the
     report tabulates; a third invocation trains nothing. A fourth with one more seed trains that
-    seed's runs only, in the same results file; one with fewer seeds reports the first ones."""
+    seed's runs only, in the same results file; one with fewer seeds reports the first ones, and
+    one with a later ``first_seed`` the later ones."""
     from isosim.lm.protocol import with_max_budget
 
     cfg = replace(quick_config(), name="test-study", pool_size=400, train_size=16, val_size=16, n_grid=(2, 4),
@@ -978,6 +979,10 @@ def test_easy_only_checkpointed_grid_extends_and_reports_training_reward(tmp_pat
     one = run_validate(tmp_path, config=replace(cfg, seeds=1), figures=False).to_json()["runs"]["easy"]
     assert [(r["n"], r["seed"]) for r in one] == [(0, 0), (2, 0), (4, 0)]
     assert [r["value"] for r in one[1:]] == [r["value"] for r in runs if r["seed"] == 0 and r["n"] > 0]
+    # first_seed picks which stored indices form the grid (here all stored: nothing trains)
+    later = run_validate(tmp_path, config=replace(cfg, seeds=2, first_seed=1), figures=False).to_json()["runs"]["easy"]
+    assert [(r["n"], r["seed"]) for r in later] == [(0, 0), (2, 1), (2, 2), (4, 1), (4, 2)]
+    assert "2 training seed(s) per (subset, n) (indices 1 to 2)" in (tmp_path / "report.md").read_text()
     # both C_max are stored: either is recomputed from the results file alone, without training
     (tmp_path / "base.pt").unlink()
     again = run_validate(tmp_path, config=with_max_budget(cfg, 256), figures=False)
@@ -1043,3 +1048,9 @@ def test_every_scale_is_a_cli_choice_and_the_variants_differ_from_the_study_only
     assert replace(replicate, name="study-confirm", seed=2, shift_start=None) == confirm
     # the test's first budget is analysis, not training: it leaves the configuration id
     assert replace(replicate, shift_start=None).config_id() == replicate.config_id()
+    reseed = SCALES["study-reseed"]()
+    assert list(reseed.seed_indices()) == list(range(16, 32)) and reseed.shift_start == 2**17
+    assert replace(reseed, name="study-crossover", seeds=8, first_seed=0, shift_start=None) == cross
+    # which seed indices are trained is the count's business: the id is the same run design
+    assert replace(reseed, first_seed=0).config_id() == reseed.config_id()
+    assert replace(cross, checkpoints=False, first_seed=4).config_id() != replace(cross, checkpoints=False).config_id()

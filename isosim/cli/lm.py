@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                         "the same as --scale quick")
     v.add_argument("--scale", default=None,
                    choices=("quick", "medium", "study", "study-b32", "study-lr", "study-crossover", "study-confirm",
-                            "study-replicate", "full"),
+                            "study-replicate", "study-reseed", "full"),
                    help="configuration: quick (CI, minutes), medium (2 CPU cores, about 27 minutes of idle cores with "
                         "--workers 2: n 2..64, 2 seeds, C up to 2^19, intervals and held-out scores), study (2 CPU cores, "
                         "about 35 minutes on idle cores with --workers 2: easy only, B_problem 8, n 8/32/128, 4 seeds, C up "
@@ -34,12 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "study with lr 1.2e-3, C up to 2^20, about 17 minutes of idle cores with --workers 2), "
                         "study-crossover (lr 8.5e-4, n 8/32, 8 seeds, C 2^14 to 2^20, fresh seeds; about 27 minutes), "
                         "study-confirm (study-crossover with 16 seeds, C 2^15 to 2^20, fresh seeds; about 50 minutes), "
-                        "study-replicate (study-confirm with fresh seeds, its shift test from 2^17) "
+                        "study-replicate (study-confirm with fresh seeds, its shift test from 2^17), "
+                        "study-reseed (study-crossover's base model, 16 new training seeds, test from 2^17) "
                         "or full (one GPU); default: full where a CUDA device is found, medium otherwise")
     v.add_argument("--max-budget", type=int, default=None, metavar="C",
                    help="largest budget C_max (the configuration's times a power of 2; the smallest evaluated budget "
                         "stays); with a study scale (study, study-b32, study-lr, study-crossover, study-confirm, "
-                        "study-replicate) a larger C_max on the same --out continues the checkpointed runs")
+                        "study-replicate, study-reseed) a larger C_max on the same --out continues the checkpointed runs")
     v.add_argument("--lr", type=positive_float, default=None, metavar="LR",
                    help="GRPO learning rate of every run (default: the configuration's; study 6e-4); a run with "
                         "another rate is another configuration, so give it its own --out")

@@ -100,7 +100,8 @@ def report_text(res) -> str:
         lines.append(f"| {name} | {s['train']} | {s['val']} | {s['train_mean']:.3f} | {s['val_mean']:.3f} |")
     lines += [
         "",
-        f"Q1 grid: B_problem = {cfg.b_problem}, n in {res.plan['n_grid']}, {cfg.seeds} training seed(s) per (subset, n), "
+        f"Q1 grid: B_problem = {cfg.b_problem}, n in {res.plan['n_grid']}, {cfg.seeds} training seed(s) per (subset, n)"
+        f"{f' (indices {cfg.first_seed} to {cfg.first_seed + cfg.seeds - 1})' if cfg.first_seed else ''}, "
         f"C_max = {res.plan['budget']} rollouts"
         f"{' (shrunk to fit the time budget)' if res.plan['shrunk'] else ''}, GRPO {_lr_text(cfg)}, "
         f"scale_rewards={cfg.grpo.scale_rewards}, loss_agg={cfg.grpo.loss_agg}; validation avg@1 from "

@@ -300,7 +300,7 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
     todo = []
     for name in subsets:
         for n in plan["n_grid"]:
-            for seed in range(cfg.seeds):
+            for seed in cfg.seed_indices():
                 if _done(journal, "run_done", subset=name, n=n, budget=c_max, seed=seed) is not None:
                     log(f"  {name} n={n} seed {seed}: reused")
                     if bar is not None:
@@ -331,7 +331,7 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
             for job, ck in zip(jobs, ckpts):
                 finish(train_q1_run(*job, 0, step, ck))
     done = {(r["subset"], r["n"], r.get("seed", 0)): r["attempt"] for r in journal.records
-            if r["kind"] == "run_done" and r["budget"] == c_max and r.get("seed", 0) < cfg.seeds}
+            if r["kind"] == "run_done" and r["budget"] == c_max and r.get("seed", 0) in cfg.seed_indices()}
     return [r for r in journal.records if r["kind"] == "eval" and r["budget"] == c_max
             and (r["n"] == 0 or done.get((r["subset"], r["n"], r.get("seed", 0))) == r["attempt"])]
 
@@ -488,7 +488,7 @@ def _all_done(cfg: ValidateConfig, plan: dict, journal: Journal, names) -> bool:
     """Every run of both grids is in the journal (nothing to train)."""
     c_max, fb = plan["budget"], plan["fixed_batch"]
     q1 = all(_done(journal, "run_done", subset=s, n=n, budget=c_max, seed=k) is not None
-             for s in names for n in plan["n_grid"] for k in range(cfg.seeds))
+             for s in names for n in plan["n_grid"] for k in cfg.seed_indices())
     fbd = all(journal.last("run_fb_done", subset=s, n=n, B=fb["B"], m_max=fb["m_max"]) is not None
               for s in names for n, _ in fb["splits"]) if cfg.fixed_batch else True
     return q1 and fbd
