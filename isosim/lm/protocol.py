@@ -247,8 +247,8 @@ def study_reseed_config() -> ValidateConfig:
     randomness: study-crossover's configuration (``seed`` 1: the same base model, pool, subsets and
     evaluation seeds) with 16 new training seeds, indices 16 .. 31, and the registered test
     ``n_star_shift`` from 2^17 to 2^20, a move of at least 2 doublings with P >= 0.9. It tests one
-    base model, not base models in general. About 6,100 s of CPU (about 50 minutes of 2 idle cores
-    with 2 workers)."""
+    base model, not base models in general. 5,005 s of CPU, measured (48 minutes of 2 cores with 2
+    workers)."""
     return replace(study_crossover_config(), name="study-reseed", seeds=16, first_seed=16, shift_start=2**17)
 
 

@@ -101,7 +101,7 @@ def report_text(res) -> str:
     lines += [
         "",
         f"Q1 grid: B_problem = {cfg.b_problem}, n in {res.plan['n_grid']}, {cfg.seeds} training seed(s) per (subset, n)"
-        f"{f' (indices {cfg.first_seed} to {cfg.first_seed + cfg.seeds - 1})' if cfg.first_seed else ''}, "
+        f"{f' (indices {cfg.seed_indices()[0]} to {cfg.seed_indices()[-1]})' if cfg.first_seed else ''}, "
         f"C_max = {res.plan['budget']} rollouts"
         f"{' (shrunk to fit the time budget)' if res.plan['shrunk'] else ''}, GRPO {_lr_text(cfg)}, "
         f"scale_rewards={cfg.grpo.scale_rewards}, loss_agg={cfg.grpo.loss_agg}; validation avg@1 from "
