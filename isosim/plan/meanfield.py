@@ -61,6 +61,7 @@ from ..analysis._logistic import expit
 from ..errors import IsosimInputError
 from ..sim.advantages import group_table
 from ..sim.config import SimConfig
+from ..sim.kernels import exp_nonpositive
 from ..sim.models import learn_mask, model_module
 from ..sim.population import Population, build_population
 
@@ -248,14 +249,18 @@ def group_moments(pi: np.ndarray, y: np.ndarray, n: int, advantage: str = "grpo"
 
 # --- policy and reductions without BLAS (its threads stall on a busy machine; r is small) ---
 
-@njit(cache=True, nogil=True)
-def _shifted_logits(L0, bias, Z, V, U, us, out):
-    """``out_i = L0_i + bias + Z_i V + us U_i`` (U may have no rows) minus the row's maximum,
-    floored at -FLOOR (no subnormal numbers after exp, which would slow every product)."""
+@njit(cache=True, nogil=True, fastmath=True)
+def _policy_rows(L0, bias, Z, V, U, us, Y, rate, want_pi, pi, p, x, k1, k2):
+    """Row by row: the logits ``l_i = L0_i + bias + Z_i V + us U_i`` (U may have no rows) minus
+    the row's maximum, floored at -FLOOR (no subnormal numbers after exp, which would slow every
+    product); ``pi_i = softmax(l_i)`` (written to ``pi`` only with ``want_pi``); and
+    ``p_i = rate_i pi_i . Y_i`` (``rate``: the rows' execution rates, or no entries for 1).
+    ``x``, ``k1``, ``k2``: scratch of one row's length (float, int64, int64)."""
     D, S = L0.shape
     use_u = U.shape[0] == D
+    use_rate = rate.shape[0] == D
+    e = np.empty(S)
     for i in range(D):
-        x = out[i]
         for s in range(S):
             x[s] = L0[i, s] + bias[s]
         for k in range(Z.shape[1]):
@@ -265,24 +270,21 @@ def _shifted_logits(L0, bias, Z, V, U, us, out):
         if use_u:
             for s in range(S):
                 x[s] += us * U[i, s]
-        mx = x.max()
+        mx = x[0]
+        for s in range(1, S):
+            mx = max(mx, x[s])
         for s in range(S):
             x[s] = max(x[s] - mx, -FLOOR)
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _normalise(e, Y, rate, p):
-    """Rows of ``e`` divided by their sums (in place); ``p_i = rate_i e_i . Y_i`` (``rate``: the
-    rows' execution rates, or no entries for 1)."""
-    use_rate = rate.shape[0] == e.shape[0]
-    for i in range(e.shape[0]):
-        x = e[i]
-        inv = 1.0 / x.sum()
+        row = pi[i] if want_pi else e
+        exp_nonpositive(x, row, k1, k2)
+        tot = 0.0
+        for s in range(S):
+            tot += row[s]
+        inv = 1.0 / tot
         acc = 0.0
-        for s in range(x.shape[0]):
-            x[s] *= inv
-            acc += x[s] * Y[i, s]
+        for s in range(S):
+            row[s] *= inv
+            acc += row[s] * Y[i, s]
         p[i] = acc * rate[i] if use_rate else acc
 
 
@@ -422,6 +424,23 @@ def _local_stats(pi, mean, sq, jac, d, q, us, bp, klent, mask, g_out, var_out, j
             jac_out[i, s] = us * us * (jac[i, s] / q - klent * pi[i, s] * (1.0 - pi[i, s])) * mask[s] / bp
 
 
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _direction(xj, mj, vj, gj, varj, jacj, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp):
+    """One coordinate of :func:`_optimiser_step`: ``(d, m', v')``."""
+    gj = gj - wd_l2 * xj
+    if sgd:
+        scale = 1.0
+        dj = gj
+        mj2 = mj
+        vj2 = vj
+    else:
+        mj2 = b1k * mj + (1.0 - b1k) * gj
+        vj2 = b2k * vj + (1.0 - b2k) * (gj * gj + varj)
+        scale = 1.0 / (math.sqrt(vj2 / c2) + eps)
+        dj = mj2 / c1 * scale
+    return dscale * dj / (1.0 + damp * max(-jacj, 0.0) * scale), mj2, vj2
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def _optimiser_step(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v):
     """The direction of one block over the next k steps (flat arrays), :meth:`_Integrator._plan`:
@@ -429,18 +448,40 @@ def _optimiser_step(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dsc
     ``scale = 1 / (sqrt(v' / c2) + eps)``, ``d = m' / c1 * scale`` (SGD: ``scale = 1``, ``d = g'``);
     returned damped, ``dscale * d / (1 + damp * max(-jac, 0) * scale)``."""
     for j in range(x.shape[0]):
-        gj = g[j] - wd_l2 * x[j]
-        if sgd:
-            scale = 1.0
-            dj = gj
-        else:
-            mj = b1k * m[j] + (1.0 - b1k) * gj
-            vj = b2k * v[j] + (1.0 - b2k) * (gj * gj + var[j])
+        out_d[j], mj, vj = _direction(x[j], m[j], v[j], g[j], var[j], jac[j], wd_l2, sgd, b1k, b2k, c1, c2, eps,
+                                      dscale, damp)
+        if not sgd:
             out_m[j] = mj
             out_v[j] = vj
-            scale = 1.0 / (math.sqrt(vj / c2) + eps)
-            dj = mj / c1 * scale
-        out_d[j] = dscale * dj / (1.0 + damp * max(-jac[j], 0.0) * scale)
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _policy_change_rows(pi, Z, db, dV, us, stride, x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps,
+                        dscale, damp, out):
+    """:func:`_policy_change` with the per-problem rows' direction ``dU`` computed row by row
+    (:func:`_direction`, the arguments of :func:`_optimiser_step` as (D, S) arrays) instead of
+    read from an array: the bound needs one step's direction of the rows it looks at only."""
+    S = pi.shape[1]
+    dl = np.empty(S)
+    for j in range(out.shape[0]):
+        i = j * stride
+        for s in range(S):
+            dl[s] = db[s]
+        for k in range(Z.shape[1]):
+            z = Z[i, k]
+            for s in range(S):
+                dl[s] += z * dV[k, s]
+        for s in range(S):
+            du, _, _ = _direction(x[i, s], m[i, s], v[i, s], g[i, s], var[i, s], jac[i, s], wd_l2, sgd, b1k, b2k,
+                                  c1, c2, eps, dscale, damp)
+            dl[s] += us * du
+        mean = 0.0
+        for s in range(S):
+            mean += pi[i, s] * dl[s]
+        tv = 0.0
+        for s in range(S):
+            tv += pi[i, s] * abs(dl[s] - mean)
+        out[j] = tv
 
 
 # --- the recursion -----------------------------------------------------------------------
@@ -540,10 +581,11 @@ class _Integrator:
         bias = np.zeros(S) if base else A.bs * b["beta"].x
         V = np.zeros((r, S)) if base else A.vs * b["V"].x
         U = (rows or {}).get("U", b["U"].x) if use_u and "U" in b and not base else np.zeros((0, S))
-        pi = _shifted_logits(L0, bias, Z, V, U, A.us, np.empty(L0.shape))
-        np.exp(pi, out=pi)  # vectorised (Numba's math.exp is not without Intel's SVML)
-        p = np.empty(L0.shape[0])
-        _normalise(pi, Y, np.empty(0) if rate is None else rate, p)
+        D = L0.shape[0]
+        pi = np.empty((D, S) if need_pi else (0, S))
+        p = np.empty(D)
+        _policy_rows(L0, bias, Z, V, U, A.us, Y, np.empty(0) if rate is None else rate, need_pi, pi, p, np.empty(S),
+                     np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64))
         return (pi if need_pi else None), p
 
     def stats(self, pi: np.ndarray, p: np.ndarray, Y: np.ndarray, e: np.ndarray) -> dict[str, _Stats]:
@@ -663,6 +705,20 @@ class _Integrator:
         active = float(pk.sum())
         return q, active, float(self.bp * (pk / k).sum() / active)
 
+    def _scalars(self, name: str, k: int, lr: float) -> tuple | None:
+        """The scalar arguments of :func:`_optimiser_step` for block ``name`` over the next k
+        steps (see :meth:`_plan`); None before the block's first optimiser step."""
+        a = self.algo
+        local = name in ("U", "alpha")
+        per = self.active * (self.bp / self.d_full if local else 1.0)
+        kk, t = k * per, (self.t_u if local else self.t_adam) + k * per
+        if t <= 0.0:  # no optimiser step yet (every group so far filtered out)
+            return None
+        share = self.u_share if local else 1.0
+        return (a.weight_decay if a.optimizer in ("sgd", "adam") else 0.0, a.optimizer == "sgd",
+                a.beta1**kk, a.beta2**kk, 1.0 - a.beta1**t, 1.0 - a.beta2**t, a.adam_eps, per * share,
+                kk * lr * share)
+
     def _plan(self, name: str, st: _Stats, k: int, lr: float):
         """Per-step direction over the next k steps and the moments after them.
 
@@ -673,21 +729,16 @@ class _Integrator:
         times B_problem / D for the per-problem offsets ``U`` (they move only when their
         problem is drawn); those step with ``lr * u_share`` (:meth:`row_share`).
         """
-        a, b = self.algo, self.blocks[name]
-        local = name in ("U", "alpha")
-        per = self.active * (self.bp / self.d_full if local else 1.0)
-        kk, t = k * per, (self.t_u if local else self.t_adam) + k * per
-        sgd = a.optimizer == "sgd"
-        if t <= 0.0:  # no optimiser step yet (every group so far filtered out)
+        b = self.blocks[name]
+        sgd = self.algo.optimizer == "sgd"
+        sc = self._scalars(name, k, lr)
+        if sc is None:
             return np.zeros_like(b.x), (None if sgd else b.m), (None if sgd else b.v)
-        share = self.u_share if local else 1.0
         d, m2, v2 = np.empty_like(b.x), np.empty_like(b.x), np.empty_like(b.x)
         flat = [np.ascontiguousarray(z).reshape(-1) if z.shape == b.x.shape else
                 np.ascontiguousarray(np.broadcast_to(z, b.x.shape)).reshape(-1)
                 for z in (b.x, b.m, b.v, st.g, st.var, st.jac)]
-        _optimiser_step(*flat, a.weight_decay if a.optimizer in ("sgd", "adam") else 0.0, sgd,
-                        a.beta1**kk, a.beta2**kk, 1.0 - a.beta1**t, 1.0 - a.beta2**t, a.adam_eps,
-                        per * share, kk * lr * share, d.reshape(-1), m2.reshape(-1), v2.reshape(-1))
+        _optimiser_step(*flat, *sc, d.reshape(-1), m2.reshape(-1), v2.reshape(-1))
         return d, (None if sgd else m2), (None if sgd else v2)
 
     def plan(self, stats: dict[str, _Stats], k: int, names=None) -> dict:
@@ -703,14 +754,23 @@ class _Integrator:
         steps = np.arange(self.t, self.t + k) + 1.0
         return float(np.mean(self.lr * np.where(steps < w, steps / max(w, 1), 1.0)))
 
-    def policy_change(self, plan: dict, pi: np.ndarray) -> float:
-        """Largest ``||d pi_i||_1`` of one step along the plan (full learning rate; about 1000 rows)."""
+    def policy_change(self, stats: dict[str, _Stats], pi: np.ndarray) -> float:
+        """Largest ``||d pi_i||_1`` of one step along :meth:`plan` ``(stats, 1)`` (full learning
+        rate; about 1000 rows). The per-problem rows' direction is computed for the rows looked
+        at only (:func:`_policy_change_rows`), not for the whole block."""
         A = self.A
-        dU = plan["U"][0] if "U" in plan else np.zeros((0, pi.shape[1]))
+        lr = self.lr_over(1)
+        shared = {name: self._plan(name, stats[name], 1, lr)[0] for name in ("beta", "V")}
+        db, dV = A.bs * shared["beta"], A.vs * shared["V"]
         stride = max(1, pi.shape[0] // 1000)
-        tv = _policy_change(pi, A.Z, A.bs * plan["beta"][0], A.vs * plan["V"][0], dU, A.us, stride,
-                            np.empty((pi.shape[0] - 1) // stride + 1))
-        return self.lr * float(tv.max())
+        out = np.empty((pi.shape[0] - 1) // stride + 1)
+        sc = self._scalars("U", 1, lr) if "U" in stats else None
+        if sc is None:
+            _policy_change(pi, A.Z, db, dV, np.zeros((0, pi.shape[1])), A.us, stride, out)
+        else:
+            b, st = self.blocks["U"], stats["U"]
+            _policy_change_rows(pi, A.Z, db, dV, A.us, stride, b.x, b.m, b.v, st.g, st.var, st.jac, *sc, out)
+        return self.lr * float(out.max())
 
     def advance(self, plan: dict, k: int) -> None:
         a = self.algo
@@ -844,7 +904,7 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
         stats = it.stats(pi, p, A.Y, e)
         k = 1
         if it.t >= config.algo.warmup:
-            change = it.policy_change(it.plan(stats, 1, ("beta", "V", "U")), pi)  # the blocks that move pi
+            change = it.policy_change(stats, pi)
             cap = int(max_change / change) if change > 0 else total
             k = max(1, min(cap, int(growth * it.t), total - it.t))
         it.advance(it.plan(stats, k), k)
