@@ -777,6 +777,7 @@ def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
 
     class FakeCalibration:
         knobs = {"lr": 0.01}
+        details = {"training": None}
 
         def predict_n_star(self, budgets, ns=None, b_problem=None):
             seen.update(budgets=list(budgets), ns=list(ns), b_problem=b_problem)
@@ -813,6 +814,42 @@ def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
     assert sorted(map(tuple, runs[runs["compute"] > 0][["run", "compute", "avg@1"]].values.tolist())) == [
         ("pilot-n2-seed0", 1000, 0.28), ("pilot-n2-seed0", 2000, 0.33), ("pilot-n2-seed1", 1000, 0.32),
         ("pilot-n2-seed1", 2000, 0.37), ("pilot-n8-seed0", 1000, 0.25), ("pilot-n8-seed0", 2000, 0.4)]
+    assert seen["training"] is None and p.extra["calibrated_training"] == "none"  # no training reward logged
+    # a training reward of every pilot run (three blocks or more each) is fitted beside validation, by run
+    p.train_curves = {2: {0: {250: 0.2, 750: 0.3, 1500: 0.4}, 1: {250: 0.25, 750: 0.3, 1500: 0.45}},
+                      8: {0: {250: 0.2, 750: 0.22, 1500: 0.3}}}
+    calibrated_surrogate(cfg)(p)
+    tr = seen["training"]
+    assert sorted(map(tuple, tr[["run", "n", "B_problem", "compute", "train_reward"]].values.tolist()))[:3] == [
+        ("pilot-n2-seed0", 2, 4, 250, 0.2), ("pilot-n2-seed0", 2, 4, 750, 0.3), ("pilot-n2-seed0", 2, 4, 1500, 0.4)]
+    assert len(tr) == 9 and set(tr["run"]) == set(seen["runs"]["run"])
+    calibrated_surrogate(cfg, training=False)(p)
+    assert seen["training"] is None
+    del p.train_curves[8][0][1500]  # one run with two blocks: too few to fit, so none is
+    calibrated_surrogate(cfg)(p)
+    assert seen["training"] is None
+
+
+def test_pilots_carry_the_training_reward_blocks_that_end_before_the_cut():
+    """``SubsetRuns.from_evals`` reads each run's ``train_curve`` from its ``run_done`` record
+    (blocks of ``train_curve_block`` steps of ``rollouts / steps`` rollouts each); a pilot cut at C
+    keeps the blocks that end at or before C, each at the middle of its compute."""
+    from isosim.lm.heldout import SubsetRuns, make_pilots
+
+    grid, budgets = [2, 8], [100, 200, 400]
+    counts = {n: {0: {c: [5] for c in budgets}} for n in grid}
+    evals = [{"subset": "easy", "n": 0, "compute": 0, "counts": [3]}]
+    evals += [{"subset": "easy", "n": n, "seed": 0, "compute": c, "counts": v}
+              for n, by_s in counts.items() for c, v in by_s[0].items()]
+    done = [{"subset": "easy", "n": 2, "seed": 0, "steps": 100, "rollouts": 400, "train_curve_block": 10,
+             "train_curve": [0.1 * k for k in range(10)]},
+            {"subset": "hard", "n": 8, "seed": 0, "steps": 10, "rollouts": 400, "train_curve_block": 1,
+             "train_curve": [0.5] * 10}]
+    runs = SubsetRuns.from_evals(evals, "easy", grid, budgets, 10, done=done)
+    assert list(runs.train) == [2]  # the hard subset's run is not this subset's
+    pil = make_pilots(runs, "two", 1600, 2, np.zeros(3), np.zeros(2), 16)  # cut at 100 rollouts
+    assert pil.train_curves == {2: {0: {20.0: 0.0, 60.0: 0.1}}}  # blocks of 40 rollouts: 0-40, 40-80
+    assert runs.train_curves([2], 400)[2][0][380.0] == pytest.approx(0.9)
 
 
 def test_learning_rate_rule_per_run():

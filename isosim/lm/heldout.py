@@ -57,9 +57,22 @@ class SubsetRuns:
     samples: int
     counts: dict[int, dict[int, dict[int, np.ndarray]]]
     base: np.ndarray
+    #: ``train[n][seed]``: the run's training reward per block of steps, ``(first, last, reward)``
+    #: with ``first`` and ``last`` the block's compute before and after it (empty where not logged)
+    train: dict = field(default_factory=dict)
 
     @classmethod
-    def from_evals(cls, evals: list[dict], subset: str, grid: list[int], budgets: list[int], samples: int) -> "SubsetRuns":
+    def from_evals(cls, evals: list[dict], subset: str, grid: list[int], budgets: list[int], samples: int,
+                   done: list[dict] = ()) -> "SubsetRuns":
+        """The runs of ``subset`` from their ``eval`` records; ``done`` (optional): their
+        ``run_done`` records, whose ``train_curve`` (the training reward averaged over blocks of
+        ``train_curve_block`` steps) gives :attr:`train` (the last record of each run counts)."""
+        train: dict = {}
+        for r in done:
+            if r["subset"] == subset and r.get("train_curve") and r.get("steps"):
+                per = r["rollouts"] / r["steps"] * r["train_curve_block"]
+                train.setdefault(int(r["n"]), {})[int(r.get("seed", 0))] = [
+                    (i * per, (i + 1) * per, float(v)) for i, v in enumerate(r["train_curve"])]
         counts: dict = {}
         base = None
         for r in evals:
@@ -70,7 +83,7 @@ class SubsetRuns:
                 base = c
             else:
                 counts.setdefault(int(r["n"]), {}).setdefault(int(r.get("seed", 0)), {})[int(r["compute"])] = c
-        return cls(subset, [n for n in grid if n in counts], list(budgets), samples, counts, base)
+        return cls(subset, [n for n in grid if n in counts], list(budgets), samples, counts, base, train)
 
     @property
     def base_value(self) -> float:
@@ -92,6 +105,14 @@ class SubsetRuns:
         return {n: {s: {c: float(x.mean() / self.samples) for c, x in sorted(by_c.items()) if c <= max_compute}
                     for s, by_c in sorted(self.counts.get(n, {}).items())}
                 for n in (ns if ns is not None else self.grid)}
+
+    def train_curves(self, ns=None, max_compute: float = math.inf) -> dict[int, dict[int, dict[float, float]]]:
+        """{n: {seed: {C: training reward}}} of the blocks that end at or before ``max_compute``,
+        each at the middle of its compute (a block's mean reward is that of a curve rising
+        through it); n without a logged training reward are left out."""
+        return {n: {s: {(a + b) / 2: v for a, b, v in blocks if b <= max_compute}
+                    for s, blocks in sorted(self.train[n].items())}
+                for n in (ns if ns is not None else self.grid) if n in self.train}
 
     def n_star(self) -> list[dict]:
         return n_star(self.curves(), self.budgets)
@@ -222,7 +243,8 @@ class Pilots:
     """What a predictor sees: the pilot runs' seed-mean curves ``curves[n][C]`` (C <= ``cut``),
     the budgets to predict, the grid, B_problem, the base model's measured pass-rate counts on the
     training and validation problems (out of ``measure_samples``) and its validation avg@1;
-    ``seed_curves[n][seed][C]``, each seed's curve (empty where only the means are known)."""
+    ``seed_curves[n][seed][C]``, each seed's curve (empty where only the means are known), and
+    ``train_curves[n][seed][C]`` its training reward (empty where it was not logged)."""
 
     subset: str
     curves: dict[int, dict[int, float]]
@@ -237,6 +259,8 @@ class Pilots:
     seeds: int
     extra: dict = field(default_factory=dict)
     seed_curves: dict = field(default_factory=dict)
+    #: ``train_curves[n][seed][C]``: each pilot run's training reward up to the cut (empty where not logged)
+    train_curves: dict = field(default_factory=dict)
 
     @property
     def rollouts(self) -> int:
@@ -272,12 +296,13 @@ def make_pilots(runs: SubsetRuns, which: str, c_max: int, b_problem: int, train_
     seeds = min(len(runs.counts[n]) for n in ns)
     return Pilots(runs.subset, runs.curves(ns, cut), cut, held_out_budgets(runs.budgets, c_max), list(runs.grid),
                   b_problem, runs.base_value, np.asarray(train_counts), np.asarray(val_counts), measure_samples, seeds,
-                  seed_curves=runs.seed_curves(ns, cut))
+                  seed_curves=runs.seed_curves(ns, cut), train_curves=runs.train_curves(ns, cut))
 
 
 def score_held_out(runs: dict[str, SubsetRuns], measured: dict[str, list[dict]], predictors: dict, *, c_max: int,
                    b_problem: int, counts: dict[str, tuple], measure_samples: int) -> dict:
     """{name: {subset: score, ..., "pilot_rollouts": x, "predicted": {subset: [{"compute", "n"}]}}}
+    (and ``"details": {subset: {...}}``, what a predictor noted about its fit, where it noted any)
     for every predictor (a callable or a :class:`Predictor`), each scored against ``measured``
     (n*(C) with intervals) on the held-out budgets. ``counts[subset]`` = (train counts, val counts)."""
     out = {}
@@ -289,6 +314,8 @@ def score_held_out(runs: dict[str, SubsetRuns], measured: dict[str, list[dict]],
             got = {int(c): int(n) for c, n in pred(pil).items() if c in pil.targets}
             entry[subset] = score_prediction([p for p in measured[subset] if p["compute"] in pil.targets], got)
             preds[subset] = [{"compute": c, "n": got[c]} for c in sorted(got)]
+            if pil.extra:
+                entry.setdefault("details", {})[subset] = pil.extra
             cost += pil.rollouts
         entry["pilot_rollouts"] = cost
         entry["predicted"] = preds
@@ -397,16 +424,22 @@ def default_surrogate(cfg, lrs=None) -> Predictor:
     return Predictor(fn)
 
 
-def calibrated_surrogate(cfg, knobs=None) -> Predictor:
+def calibrated_surrogate(cfg, knobs=None, training: bool = True) -> Predictor:
     """isosim's surrogate (``cfg.surrogate``) calibrated on the two pilots by :func:`isosim.calibrate.calibrate`
     (the knobs ``knobs``, default its default set: learning rate, base-policy concentration,
-    skill link), on the base model's measured pass rates; n*(C) at every target budget is the
-    best fit's compute-optimal n over the grid (:meth:`~isosim.calibrate.Calibration.predict_n_star`),
-    rounded to the nearest n of the grid. Its runs are the pilots' seeds, one run per (n, seed)
-    (the seed-mean curves where the pilots carry no per-seed curves), each anchored at compute 0
-    on the measured base value, so with several seeds the pilots' noise is measured between them
-    (with one, calibrate needs three evaluations after compute 0 in a run); the ensemble's
-    interval goes to ``extra``."""
+    skill link, and with a training reward the memorisation speed), on the base model's measured
+    pass rates; n*(C) at every target budget is the best fit's compute-optimal n over the grid
+    (:meth:`~isosim.calibrate.Calibration.predict_n_star`), rounded to the nearest n of the grid.
+    Its runs are the pilots' seeds, one run per (n, seed) (the seed-mean curves where the pilots
+    carry no per-seed curves), each anchored at compute 0 on the measured base value, so with
+    several seeds the pilots' noise is measured between them (with one, calibrate needs three
+    evaluations after compute 0 in a run); the ensemble's interval goes to ``extra``.
+
+    ``training`` (the default) fits the pilots' training reward beside their validation curves
+    where every pilot run logged one (:attr:`Pilots.train_curves`, per-seed runs only), in
+    calibrate's ``auto`` mode: kept only when the best fit reproduces it within its noise
+    threshold, else set aside for the validation curves alone. ``extra["calibrated_training"]``
+    says which: ``"kept"``, ``"set aside"`` or ``"none"`` (no training reward to fit)."""
     import pandas as pd
 
     from ..calibrate import calibrate
@@ -421,12 +454,24 @@ def calibrated_surrogate(cfg, knobs=None) -> Predictor:
                 for run, (n, _) in runs.items()]
         rows += [{"run": run, "n": n, "B_problem": p.b_problem, "compute": c, "avg@1": v}
                  for run, (n, curve) in runs.items() for c, v in curve.items() if c > 0]
+        train_rows = None
+        if training and p.seed_curves and all(len(p.train_curves.get(n, {}).get(s, {})) >= 3
+                                               for n, by_seed in p.seed_curves.items() for s in by_seed):
+            train_rows = pd.DataFrame([{"run": f"pilot-n{n}-seed{s}", "n": n, "B_problem": p.b_problem, "compute": c,
+                                        "train_reward": v}
+                                       for n, by_seed in p.seed_curves.items() for s in by_seed
+                                       for c, v in p.train_curves[n][s].items()])
         train = surrogate_rates(p.train_counts, p.measure_samples, cfg.pass_rate_estimate)
         val = surrogate_rates(p.val_counts, p.measure_samples, cfg.pass_rate_estimate)
         cal = calibrate(pd.DataFrame(rows), train, "avg@1", val_pass_rates=val, knobs=knobs,
-                        base=SimConfig(model=cfg.surrogate, algo=surrogate_algo(cfg, SimConfig().algo.lr)))
+                        base=SimConfig(model=cfg.surrogate, algo=surrogate_algo(cfg, SimConfig().algo.lr)),
+                        training=train_rows)
         table = cal.predict_n_star(p.targets, ns=p.grid, b_problem=p.b_problem)
+        tr = cal.details.get("training")
         p.extra["calibrated_knobs"] = dict(cal.knobs)
+        p.extra["calibrated_training"] = "none" if tr is None else "kept" if tr.get("used") else "set aside"
+        if tr is not None:
+            p.extra["calibrated_training_misfit"] = tr.get("fit_ratio")
         p.extra["calibrated_interval"] = [{"compute": int(c), "n_low": int(lo), "n_high": int(hi)}
                                           for c, lo, hi in zip(table["compute"], table["n_low"], table["n_high"])]
         return {int(c): nearest_grid(p.grid, math.log2(n)) for c, n in zip(table["compute"], table["n"])}

@@ -336,6 +336,13 @@ def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal:
             and (r["n"] == 0 or done.get((r["subset"], r["n"], r.get("seed", 0))) == r["attempt"])]
 
 
+def _run_done(journal: Journal, c_max: int, evals: list[dict]) -> list[dict]:
+    """The ``run_done`` records of the Q1 runs whose evaluations ``evals`` holds (same attempt)."""
+    attempts = {(r["subset"], r["n"], r.get("seed", 0)): r["attempt"] for r in evals if r["n"] > 0 and "attempt" in r}
+    return [r for r in journal.records if r["kind"] == "run_done" and r["budget"] == c_max
+            and attempts.get((r["subset"], r["n"], r.get("seed", 0))) == r["attempt"]]
+
+
 def _done(journal: Journal, kind: str, **match) -> dict | None:
     """The last record of ``kind`` matching ``match``; a record without a ``seed`` is seed 0 (files
     written before seeds were stored)."""
@@ -583,7 +590,8 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
         lr, cal = calibrate(cfg, plan, tc, vc, mc, base_value)
         sc = surrogate_curves(cfg, plan, tc, vc, lr)
         if all("counts" in r for r in evals if r["subset"] == name):
-            runs[name] = SubsetRuns.from_evals(evals, name, plan["n_grid"], blist, cfg.eval_samples)
+            runs[name] = SubsetRuns.from_evals(evals, name, plan["n_grid"], blist, cfg.eval_samples,
+                                               done=_run_done(journal, plan["budget"], evals))
             measured[name] = measured_with_interval(runs[name], cfg.bootstrap, cfg.interval, cfg.seed)
             if cfg.bootstrap > 0 and len(measured[name]) > 1:
                 start = cfg.shift_start if cfg.shift_start in blist[:-1] else None  # not evaluated: from the first
@@ -638,7 +646,7 @@ def run_validate(out: str | Path = "isosim-out/lm", *, quick: bool = False, devi
                 log(f"  calibrated surrogate: {held['status']}")
             else:
                 held.update({k: got[k] for k in subsets}, status="scored", pilot_rollouts=got["pilot_rollouts"],
-                            predicted=got["predicted"])
+                            predicted=got["predicted"], details=got.get("details", {}))
         journal.write("held_out", **held)
         for name, a in alt.items():
             log(f"  {name:<18s} " + "; ".join(f"{k}: mean |log2 error| {a[k]['mean_abs_log2_error']:.2f}, within one "
