@@ -1091,3 +1091,24 @@ def test_every_scale_is_a_cli_choice_and_the_variants_differ_from_the_study_only
     # which seed indices are trained is the count's business: the id is the same run design
     assert replace(reseed, first_seed=0).config_id() == reseed.config_id()
     assert replace(cross, checkpoints=False, first_seed=4).config_id() != replace(cross, checkpoints=False).config_id()
+
+
+def test_held_out_text_names_what_the_calibration_did_with_the_training_reward():
+    """The report's held-out section says, per subset, whether the calibrated surrogate's fit kept
+    the pilots' training reward, set it aside (with its misfit) or had none, and its knobs."""
+    from types import SimpleNamespace
+
+    from isosim.lm.report import held_out_text
+
+    score = {"mean_abs_log2_error": 1.0, "share_within_one_doubling": 0.5, "budgets": 4}
+    h = {"protocol": {"pilot_n": [8, 32], "pilot_cut": 64, "budgets": [128, 256], "interval": 0.9},
+         "easy": score, "pilot_rollouts": 10, "predicted": {"easy": [{"compute": 128, "n": 32}]}, "status": "scored",
+         "alternatives": {}, "details": {"easy": {"calibrated_knobs": {"lr": 0.325, "skill_link": 0.95},
+                                                  "calibrated_training": "set aside",
+                                                  "calibrated_training_misfit": 4.73}}}
+    text = "\n".join(held_out_text(SimpleNamespace(held_out=h, measured={"easy": []})))
+    assert "easy: its training reward set aside (the best fit with it missed it by 4.7 times its noise)" in text
+    assert "knobs lr 0.325, skill_link 0.95" in text
+    h["details"]["easy"]["calibrated_training"] = "kept"
+    assert "its training reward fitted beside validation" in "\n".join(
+        held_out_text(SimpleNamespace(held_out=h, measured={"easy": []})))

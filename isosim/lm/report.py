@@ -261,6 +261,18 @@ def held_out_text(res) -> list[str]:
         preds = "; ".join(str([p["n"] for p in v["predicted"][k]]) for k in names)
         lines.append(f"| {label} | {cells} | {v['pilot_rollouts']:,} | {preds} |")
     lines += [""] + [f"- `{k}`: {t}." for k, _, t in rows[1:] if t] + [""]
+    for k, d in (h.get("details") or {}).items():
+        knobs = ", ".join(f"{name} {x:.3g}" for name, x in d.get("calibrated_knobs", {}).items())
+        tr = d.get("calibrated_training")
+        said = {"kept": "its training reward fitted beside validation",
+                "set aside": "its training reward set aside (the best fit with it missed it by "
+                             f"{d.get('calibrated_training_misfit', float('nan')):.1f} times its noise), "
+                             "validation alone",
+                "none": "validation alone (no training reward logged)"}.get(tr)
+        if knobs or said:
+            lines.append(f"Calibrated surrogate, {k}: {said or 'fitted'}; knobs {knobs}.")
+    if h.get("details"):
+        lines.append("")
     if h.get("easy") is None:
         why = h.get("status", "")
         lines += [f"The calibrated surrogate's row is {why}." if why.startswith("not scored") else
