@@ -338,6 +338,20 @@ def test_results_without_running_need_stored_sweeps(tmp_path):
         Results(tmp_path, "quick", run=False).raw("easy")
 
 
+def test_only_sweeps_whose_training_split_is_read_evaluate_their_training_problems(tmp_path):
+    """The training problems are evaluated (about 20 times the cost of the validation set) in the
+    six sweeps whose training split a finding reads, and a read of another sweep's training
+    split is refused before anything is read (the quick reproduction runs every check, so a
+    finding that reads a split its sweep does not evaluate fails there)."""
+    for scale in ("quick", "full"):
+        specs = sweep_specs(scale)
+        assert sorted(k for k, v in specs.items() if v.base.eval.train) == [
+            "dose-0", "easy-d500", "easy-tabular", "hist-hard", "hist-hard-no-interference", "q2-easy-no-interference"]
+    with pytest.raises(ValueError, match="does not evaluate its training problems"):
+        Results(tmp_path, "quick", run=False).evals("easy", "train")
+    assert not list(tmp_path.iterdir())
+
+
 def test_finding_sweeps_are_plain_data_and_valid():
     for scale in ("quick", "full"):
         specs = sweep_specs(scale)

@@ -187,11 +187,12 @@ def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFra
 
 def run_cost(config: SimConfig) -> float:
     """A proxy for a run's duration, used to start the longest runs first: problem visits of
-    its training steps (``M * B_problem``) and of its evaluations (train + validation problems
-    at each evaluation)."""
+    its training steps (``M * B_problem``) and of its evaluations (validation problems, and the
+    training ones where they are evaluated, at each evaluation)."""
     steps = config.allocation.resolved_steps(config.algo)
     pc = config.population
-    return float(steps * config.allocation.b_problem + (config.eval.n_evals + 2) * (pc.resolved_train_size() + pc.val_size))
+    evaluated = pc.val_size + (pc.resolved_train_size() if config.eval.train else 0)
+    return float(steps * config.allocation.b_problem + (config.eval.n_evals + 2) * evaluated)
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", address: str | None = None,

@@ -135,12 +135,15 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence([seed, 0x1505]).spawn(2))
     cid = config.config_id()
     splits = _splits(train, val)
+    wanted = {"train", "val"} if ev.train else {"val"}
+    splits = {name: sp for name, sp in splits.items() if sp[0] in wanted}
     rows: list[tuple] = []
     snap_rows: list[pd.DataFrame] = []
     done = 0
     last_groups = last_zero = 0.0
     data = train_data(train, config)
-    logrefs = {"train": log_softmax(train.problems.base_logits), "val": log_softmax(val.problems.base_logits)}
+    logrefs = {name: log_softmax(ps.problems.base_logits) for name, ps in (("train", train), ("val", val))
+               if name in wanted}
     for step in schedule:
         if step > done:
             k.train_steps(train_rng, data, st, fpar, ipar, int(done), int(step - done))
@@ -148,7 +151,8 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
         compute = (int(step) * per_step, float(st.counters[kernels.C_TOKENS]))
         evals = {}
         for name, ps, use_u in (("train", train, True), ("val", val, False)):
-            evals[name] = _evaluate(k, ps, st, fpar, use_u, logrefs[name])
+            if name in wanted:
+                evals[name] = _evaluate(k, ps, st, fpar, use_u, logrefs[name])
         for split, (src, sel) in splits.items():
             p, h, kl = (x[sel] for x in evals[src])
             for metric, value in _metrics(p, h, kl, ev, eval_rng):
@@ -159,7 +163,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
             rows.append((cid, seed, int(step), *compute, "train", "zero_var_frac", zero / groups))
         last_groups, last_zero = st.counters[kernels.C_GROUPS], st.counters[kernels.C_ZERO_VAR]
         if int(step) in snaps:
-            for name in ("train", "val"):
+            for name in sorted(wanted, reverse=True):  # train, then val
                 p = evals[name][0]
                 snap_rows.append(pd.DataFrame({"step": int(step), "split": name, "problem": np.arange(len(p)),
                                                "pass_rate": p}))

@@ -119,10 +119,18 @@ def own_offsets() -> float:
     return _base_config().model.local or 1.0
 
 
-def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None, seeds=None) -> SweepSpec:
-    """A Q1 sweep of the finding set, id ``f-<sid>-<scale>`` (the folder it is stored in)."""
-    return SweepSpec(f"f-{sid}-{sc.name}", "Q1", cfg, n=tuple(n or sc.n), b_problem=tuple(b_problem),
-                     budget=float(budget or sc.budget), seeds=tuple(seeds or sc.seeds))
+def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None, seeds=None,
+       train: bool = False) -> SweepSpec:
+    """A Q1 sweep of the finding set, id ``f-<sid>-<scale>`` (the folder it is stored in).
+    ``train``: evaluate the training problems too (only for a sweep whose training split a
+    finding reads; :meth:`Results.evals` refuses the split of a sweep that did not)."""
+    return SweepSpec(f"f-{sid}-{sc.name}", "Q1", evaluated(cfg, train), n=tuple(n or sc.n),
+                     b_problem=tuple(b_problem), budget=float(budget or sc.budget), seeds=tuple(seeds or sc.seeds))
+
+
+def evaluated(cfg: SimConfig, train: bool) -> SimConfig:
+    """``cfg`` with its training problems evaluated (``train``) or not (validation only)."""
+    return cfg.replace(eval={"train": bool(train)})
 
 
 # the sweeps several findings read, defined once here
@@ -140,7 +148,8 @@ def dose(sc: Scale, share: float) -> SweepSpec:
     """Q1 on easy with the shared path at ``share`` times the base model's scale, beside
     per-problem offsets (:func:`own_offsets`: local = 1 for the default model)."""
     shared = share * _base_config().model.shared
-    return q1(f"dose-{share:g}", base("easy", model={"shared": shared, "local": own_offsets()}), sc)
+    return q1(f"dose-{share:g}", base("easy", model={"shared": shared, "local": own_offsets()}), sc,
+              train=share == 0)  # the no-transfer dose's training split: finding 1's ablation
 
 
 # --- reading results ---------------------------------------------------------------------------
@@ -191,6 +200,8 @@ class Results:
         return self._cache[(name, "")]
 
     def evals(self, name: str, split: str = "val") -> pd.DataFrame:
+        if split == "train" and not self.specs[name].base.eval.train:
+            raise ValueError(f"sweep {name!r} does not evaluate its training problems: build it with train=True")
         if (name, split) not in self._cache:
             self._cache[(name, split)] = evaluations(self.raw(name), split=split)
         return self._cache[(name, split)]

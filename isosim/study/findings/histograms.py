@@ -11,10 +11,10 @@ HIST_BINS = 10
 def sweeps(sc: Scale) -> dict:
     return {
         "hist-hard": q1("hist-hard", base("hard", eval={"hist_bins": HIST_BINS}), sc, n=(4, 32, 256),
-                        seeds=sc.seeds_many),
+                        seeds=sc.seeds_many, train=True),
         "hist-hard-no-interference": q1(
             "hist-hard-local", base("hard", model={"shared": 0.0, "local": own_offsets()}, eval={"hist_bins": HIST_BINS}),
-            sc, n=(4, 32, 256), seeds=sc.seeds_many),
+            sc, n=(4, 32, 256), seeds=sc.seeds_many, train=True),
     }
 
 

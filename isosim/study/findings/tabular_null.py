@@ -5,7 +5,8 @@ from ._common import METRIC, Finding, Results, Scale, base, q1
 
 
 def sweeps(sc: Scale) -> dict:
-    return {"easy-tabular": q1("easy-tabular", base("easy", model={"kind": "tabular"}), sc, n=(*sc.n_below, *sc.n))}
+    return {"easy-tabular": q1("easy-tabular", base("easy", model={"kind": "tabular"}), sc, n=(*sc.n_below, *sc.n),
+                             train=True)}
 
 
 def check(r: Results) -> tuple[bool, dict]:

@@ -11,7 +11,7 @@ from ._common import METRIC, Finding, Results, Scale, _series, base, easy, final
 
 
 def sweeps(sc: Scale) -> dict:
-    return {"easy": easy(sc), "easy-d500": q1("easy-d500", base("easy", population={"train_size": 500}), sc)}
+    return {"easy": easy(sc), "easy-d500": q1("easy-d500", base("easy", population={"train_size": 500}), sc, train=True)}
 
 
 def mean_curves(ev: pd.DataFrame) -> dict[int, pd.Series]:
