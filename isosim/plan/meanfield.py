@@ -375,6 +375,29 @@ def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, 
                 out_v[2, k, s] += z2 * ms[2, s]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _shared_shift(db, Z, dV, i, dl):
+    """``dl = db + Z_i dV``: the shared blocks' logit change of row i."""
+    for s in range(dl.shape[0]):
+        dl[s] = db[s]
+    for k in range(Z.shape[1]):
+        z = Z[i, k]
+        for s in range(dl.shape[0]):
+            dl[s] += z * dV[k, s]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _total_variation(pi, i, dl):
+    """``sum_s pi_is |dl_s - pi_i . dl|``: ``||d pi_i||_1`` to first order for a logit change ``dl``."""
+    mean = 0.0
+    for s in range(dl.shape[0]):
+        mean += pi[i, s] * dl[s]
+    tv = 0.0
+    for s in range(dl.shape[0]):
+        tv += pi[i, s] * abs(dl[s] - mean)
+    return tv
+
+
 @njit(cache=True, nogil=True)
 def _policy_change(pi, Z, db, dV, dU, us, stride, out):
     """``out_j = sum_s pi_is |dl_is - pi_i . dl_i|`` (``||d pi_i||_1`` to first order) for
@@ -384,23 +407,11 @@ def _policy_change(pi, Z, db, dV, dU, us, stride, out):
     dl = np.empty(S)
     for j in range(out.shape[0]):
         i = j * stride
-        for s in range(S):
-            dl[s] = db[s]
-        for k in range(Z.shape[1]):
-            z = Z[i, k]
-            for s in range(S):
-                dl[s] += z * dV[k, s]
+        _shared_shift(db, Z, dV, i, dl)
         if use_u:
             for s in range(S):
                 dl[s] += us * dU[i, s]
-        mean = 0.0
-        for s in range(S):
-            mean += pi[i, s] * dl[s]
-        tv = 0.0
-        for s in range(S):
-            tv += pi[i, s] * abs(dl[s] - mean)
-        out[j] = tv
-    return out
+        out[j] = _total_variation(pi, i, dl)
 
 
 @njit(cache=True, nogil=True)
@@ -465,23 +476,12 @@ def _policy_change_rows(pi, Z, db, dV, us, stride, x, m, v, g, var, jac, wd_l2, 
     dl = np.empty(S)
     for j in range(out.shape[0]):
         i = j * stride
-        for s in range(S):
-            dl[s] = db[s]
-        for k in range(Z.shape[1]):
-            z = Z[i, k]
-            for s in range(S):
-                dl[s] += z * dV[k, s]
+        _shared_shift(db, Z, dV, i, dl)
         for s in range(S):
             du, _, _ = _direction(x[i, s], m[i, s], v[i, s], g[i, s], var[i, s], jac[i, s], wd_l2, sgd, b1k, b2k,
                                   c1, c2, eps, dscale, damp)
             dl[s] += us * du
-        mean = 0.0
-        for s in range(S):
-            mean += pi[i, s] * dl[s]
-        tv = 0.0
-        for s in range(S):
-            tv += pi[i, s] * abs(dl[s] - mean)
-        out[j] = tv
+        out[j] = _total_variation(pi, i, dl)
 
 
 # --- the recursion -----------------------------------------------------------------------
