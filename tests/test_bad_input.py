@@ -316,7 +316,9 @@ CONFIG_DOMAINS = {
     "allocation": {"n": bad_int(1), "b_problem": bad_int(1, 64), "steps": bad_int(0),
                    "budget": bad_float(0, huge=float(I64))},
     "eval": {"ks": bad_int_list(1), "n_evals": bad_int(1), "every": bad_int(0), "at_steps": bad_int_list(0),
-             "snapshot_steps": bad_int_list(0), "sampled": bad_int(0), "hist_bins": bad_int(0, 100)},
+             "snapshot_steps": bad_int_list(0), "sampled": bad_int(0), "hist_bins": bad_int(0, 100),
+             "train_split": bad_choice(lambda t: t.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no",
+                                                                      "off"))},
 }
 _SKIPPED = {("population", "mixture_weights"), ("population", "val_mixture_weights"), ("population", "path"),
             ("population", "data_digest")}

@@ -63,20 +63,21 @@ def test_same_seed_same_trace_other_seed_other_trace(small_cfg):
 
 
 def test_a_run_without_the_training_evaluation_has_the_same_validation_numbers(small_cfg):
-    """``eval.train = False`` skips evaluating the training problems: the validation rows (and
+    """``eval.train_split = False`` skips evaluating the training problems: the validation rows (and
     the zero-variance share, counted in training) are those of the run that evaluates both, the
     trace has no other training rows and its snapshots only the validation split; the default
-    (``train = True``) is left out of the config's id, so ids written before the field are kept."""
+    (``train_split = True``) is left out of the config's id, so ids written before the field are kept."""
     cfg = small_cfg.replace(eval={"snapshot_steps": (0, 30)})
-    both, val_only = simulate(cfg, 3), simulate(cfg.replace(eval={"train": False}), 3)
+    both, val_only = simulate(cfg, 3), simulate(cfg.replace(eval={"train_split": False}), 3)
     t, v = both.table, val_only.table
     keep = (t["split"] != "train") | (t["metric"] == "zero_var_frac")
     cols = ["step", "compute_rollouts", "compute_tokens", "split", "metric", "value"]
     assert v[cols].reset_index(drop=True).equals(t.loc[keep, cols].reset_index(drop=True))
     assert set(v.loc[v["split"] == "train", "metric"]) == {"zero_var_frac"}
     assert set(val_only.snapshots["split"]) == {"val"}
-    assert "train" not in cfg.to_dict()["eval"] and cfg.replace(eval={"train": False}).to_dict()["eval"]["train"] is False
-    off = cfg.replace(eval={"train": False})
+    assert "train_split" not in cfg.to_dict()["eval"]
+    assert cfg.replace(eval={"train_split": False}).to_dict()["eval"]["train_split"] is False
+    off = cfg.replace(eval={"train_split": False})
     assert SimConfig.from_json(off.to_json()) == off and off.config_id() != cfg.config_id()
     assert SimConfig.from_json(cfg.to_json()).config_id() == cfg.config_id()
 

@@ -191,7 +191,7 @@ def run_cost(config: SimConfig) -> float:
     training ones where they are evaluated, at each evaluation)."""
     steps = config.allocation.resolved_steps(config.algo)
     pc = config.population
-    evaluated = pc.val_size + (pc.resolved_train_size() if config.eval.train else 0)
+    evaluated = pc.val_size + (pc.resolved_train_size() if config.eval.train_split else 0)
     return float(steps * config.allocation.b_problem + (config.eval.n_evals + 2) * evaluated)
 
 

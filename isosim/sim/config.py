@@ -256,7 +256,7 @@ class Allocation:
 @dataclass(frozen=True)
 class EvalConfig:
     """When and what to measure. Evaluations are log-spaced in steps (``n_evals``
-    points, plus step 0 and the last step) unless ``every`` > 0. ``train``: evaluate the
+    points, plus step 0 and the last step) unless ``every`` > 0. ``train_split``: evaluate the
     training problems as well as the validation ones (the ``train`` split of a trace; the
     share of training groups without reward variance is recorded either way). Over 6,000
     training problems that evaluation costs about 20 times the validation one, so sweeps whose
@@ -269,7 +269,7 @@ class EvalConfig:
     snapshot_steps: tuple[int, ...] = ()
     sampled: int = 0  # > 0: also unbiased estimates from this many samples per problem
     hist_bins: int = 0  # > 0: pass@1 histogram metrics ``hist:<i>/<bins>`` (share of problems per bin)
-    train: bool = True
+    train_split: bool = True
 
     def validate(self) -> None:
         _check(len(self.ks) > 0 and all(isinstance(k, int) and k >= 1 for k in self.ks), "ks must be integers >= 1")
@@ -305,8 +305,8 @@ class SimConfig:
     # --- serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = _to_plain(dataclasses.asdict(self))
-        if d["eval"]["train"]:  # the default, left out: ids of configs written before the field stay as they were
-            del d["eval"]["train"]
+        if d["eval"]["train_split"]:  # the default, left out: ids of configs written before the field stay as they were
+            del d["eval"]["train_split"]
         return d
 
     @classmethod

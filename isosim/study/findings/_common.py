@@ -130,7 +130,7 @@ def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None
 
 def evaluated(cfg: SimConfig, train: bool) -> SimConfig:
     """``cfg`` with its training problems evaluated (``train``) or not (validation only)."""
-    return cfg.replace(eval={"train": bool(train)})
+    return cfg.replace(eval={"train_split": bool(train)})
 
 
 # the sweeps several findings read, defined once here
@@ -200,7 +200,7 @@ class Results:
         return self._cache[(name, "")]
 
     def evals(self, name: str, split: str = "val") -> pd.DataFrame:
-        if split == "train" and not self.specs[name].base.eval.train:
+        if split == "train" and not self.specs[name].base.eval.train_split:
             raise ValueError(f"sweep {name!r} does not evaluate its training problems: build it with train=True")
         if (name, split) not in self._cache:
             self._cache[(name, split)] = evaluations(self.raw(name), split=split)
