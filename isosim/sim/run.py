@@ -163,7 +163,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
             rows.append((cid, seed, int(step), *compute, "train", "zero_var_frac", zero / groups))
         last_groups, last_zero = st.counters[kernels.C_GROUPS], st.counters[kernels.C_ZERO_VAR]
         if int(step) in snaps:
-            for name in sorted(wanted, reverse=True):  # train, then val
+            for name in [x for x in ("train", "val") if x in wanted]:
                 p = evals[name][0]
                 snap_rows.append(pd.DataFrame({"step": int(step), "split": name, "problem": np.arange(len(p)),
                                                "pass_rate": p}))
