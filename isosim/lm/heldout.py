@@ -446,8 +446,11 @@ def calibrated_surrogate(cfg, knobs=None, training: bool = True) -> Predictor:
     from ..sim.config import SimConfig
     from .compare import surrogate_algo, surrogate_rates
 
+    def run_name(n: int, seed: int) -> str:
+        return f"pilot-n{n}-seed{seed}"
+
     def fn(p: Pilots) -> dict[int, int]:
-        runs = ({f"pilot-n{n}-seed{s}": (n, curve) for n, by_seed in p.seed_curves.items()
+        runs = ({run_name(n, s): (n, curve) for n, by_seed in p.seed_curves.items()
                  for s, curve in by_seed.items()} if p.seed_curves
                 else {f"pilot-n{n}": (n, curve) for n, curve in p.curves.items()})
         rows = [{"run": run, "n": n, "B_problem": p.b_problem, "compute": 0, "avg@1": p.base_value}
@@ -457,7 +460,7 @@ def calibrated_surrogate(cfg, knobs=None, training: bool = True) -> Predictor:
         train_rows = None
         if training and p.seed_curves and all(len(p.train_curves.get(n, {}).get(s, {})) >= 3
                                                for n, by_seed in p.seed_curves.items() for s in by_seed):
-            train_rows = pd.DataFrame([{"run": f"pilot-n{n}-seed{s}", "n": n, "B_problem": p.b_problem, "compute": c,
+            train_rows = pd.DataFrame([{"run": run_name(n, s), "n": n, "B_problem": p.b_problem, "compute": c,
                                         "train_reward": v}
                                        for n, by_seed in p.seed_curves.items() for s in by_seed
                                        for c, v in p.train_curves[n][s].items()])

@@ -399,18 +399,14 @@ def _total_variation(pi, i, dl):
 
 
 @njit(cache=True, nogil=True)
-def _policy_change(pi, Z, db, dV, dU, us, stride, out):
+def _policy_change(pi, Z, db, dV, stride, out):
     """``out_j = sum_s pi_is |dl_is - pi_i . dl_i|`` (``||d pi_i||_1`` to first order) for
-    ``dl_i = db + Z_i dV + us dU_i`` and rows ``i = j * stride``."""
-    D, S = pi.shape
-    use_u = dU.shape[0] == D
-    dl = np.empty(S)
+    ``dl_i = db + Z_i dV`` and rows ``i = j * stride``: the shared blocks alone (with per-problem
+    rows, :func:`_policy_change_rows`)."""
+    dl = np.empty(pi.shape[1])
     for j in range(out.shape[0]):
         i = j * stride
         _shared_shift(db, Z, dV, i, dl)
-        if use_u:
-            for s in range(S):
-                dl[s] += us * dU[i, s]
         out[j] = _total_variation(pi, i, dl)
 
 
@@ -741,10 +737,10 @@ class _Integrator:
         _optimiser_step(*flat, *sc, d.reshape(-1), m2.reshape(-1), v2.reshape(-1))
         return d, (None if sgd else m2), (None if sgd else v2)
 
-    def plan(self, stats: dict[str, _Stats], k: int, names=None) -> dict:
-        """:meth:`_plan` of every block (of ``names`` only, when given)."""
+    def plan(self, stats: dict[str, _Stats], k: int) -> dict:
+        """:meth:`_plan` of every block."""
         lr = self.lr_over(k)
-        return {name: self._plan(name, st, k, lr) for name, st in stats.items() if names is None or name in names}
+        return {name: self._plan(name, st, k, lr) for name, st in stats.items()}
 
     def lr_over(self, k: int) -> float:
         """Mean learning rate over the next k steps (linear warm-up)."""
@@ -766,7 +762,7 @@ class _Integrator:
         out = np.empty((pi.shape[0] - 1) // stride + 1)
         sc = self._scalars("U", 1, lr) if "U" in stats else None
         if sc is None:
-            _policy_change(pi, A.Z, db, dV, np.zeros((0, pi.shape[1])), A.us, stride, out)
+            _policy_change(pi, A.Z, db, dV, stride, out)
         else:
             b, st = self.blocks["U"], stats["U"]
             _policy_change_rows(pi, A.Z, db, dV, A.us, stride, b.x, b.m, b.v, st.g, st.var, st.jac, *sc, out)

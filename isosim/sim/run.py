@@ -163,8 +163,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
             rows.append((cid, seed, int(step), *compute, "train", "zero_var_frac", zero / groups))
         last_groups, last_zero = st.counters[kernels.C_GROUPS], st.counters[kernels.C_ZERO_VAR]
         if int(step) in snaps:
-            for name in [x for x in ("train", "val") if x in wanted]:
-                p = evals[name][0]
+            for name, (p, _, _) in evals.items():  # the evaluated splits, training first
                 snap_rows.append(pd.DataFrame({"step": int(step), "split": name, "problem": np.arange(len(p)),
                                                "pass_rate": p}))
     table = pd.DataFrame(rows, columns=TRACE_COLUMNS)
