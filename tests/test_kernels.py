@@ -40,8 +40,24 @@ VARIANTS = {
 }
 
 
+#: the kernel's bookkeeping of U's touched columns, which the dense twin does not keep
+_BOOKKEEPING = ("u_cols", "u_ncols", "u_on")
+
+
 def _state_arrays(st):
-    return st._asdict()
+    return {k: v for k, v in st._asdict().items() if k not in _BOOKKEEPING}
+
+
+def _check_column_lists(st):
+    """Each row of U lists every column where it or its moments are not zero, once each, and
+    ``u_on`` marks exactly the listed columns."""
+    D, S = st.U.shape
+    for i in range(D):
+        listed = st.u_cols[i, :st.u_ncols[i]]
+        assert len(set(listed.tolist())) == listed.size
+        assert set(listed.tolist()) == set(np.flatnonzero(st.u_on[i]).tolist())
+        moving = (st.U[i] != 0) | (st.m_U[i] != 0) | (st.v_U[i] != 0)
+        assert st.u_on[i][moving].all(), f"row {i} has values outside its listed columns"
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -69,6 +85,7 @@ def test_each_step_matches_numpy_twin(small_cfg, name):
         for key in a:
             np.testing.assert_allclose(a[key], b[key], rtol=1e-9, atol=1e-12, err_msg=f"{key} at step {t}")
         assert rng.bit_generator.state == twin_rng.bit_generator.state
+        _check_column_lists(st)
 
 
 @pytest.mark.parametrize("name", ["grpo-adam", "features", "tabular", "execution-memorise"])
@@ -115,7 +132,7 @@ def _sample(module, rng, pi, n):
     if module is kernels:
         out = np.zeros((B, S), dtype=np.int64)
         touched, n_touched = np.empty((B, S), dtype=np.int64), np.zeros(B, dtype=np.int64)
-        kernels.sample_counts(rng, pi, order, idx, n, out, touched, n_touched, np.empty(S))
+        kernels.sample_counts(rng, pi, order, idx, n, out, touched, n_touched, np.empty((B, S)))
         for b in range(B):  # touched lists exactly the drawn types
             assert sorted(touched[b, :n_touched[b]]) == list(np.flatnonzero(out[b]))
         return out
@@ -280,7 +297,8 @@ def _entropy_ascent_grad(logits, ent):
 
 
 def _toy(D, S, r, rewards, rng, L0=None):
-    from isosim.sim.run import initial_state, sampling_order
+    from isosim.sim.population import sampling_order
+    from isosim.sim.run import initial_state
 
     L0 = rng.normal(0, 1, (D, S)) if L0 is None else L0
     data = kernels.TrainData(L0, rng.normal(0, 1, (D, r)), rewards, sampling_order(L0), np.ones(D), np.ones(S),
@@ -479,3 +497,22 @@ def test_offset_rows_step_with_their_share_of_the_informative_groups(u_share):
     assert informative.sum() == k
     np.testing.assert_allclose(moved[3:][informative], lr / k if u_share else lr, rtol=1e-6)
     np.testing.assert_allclose(tw.U, st.U, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 13])
+def test_row_reductions_round_as_one_row_at_a_time(rows):
+    """The several-rows-at-once sums, running sums and maxima of the step give exactly (to the
+    bit) what one left-to-right pass per row gives: the simulator's numbers do not depend on them."""
+    rng = np.random.default_rng(rows)
+    a = rng.exponential(1.0, (rows, 257)) * 10.0 ** rng.uniform(-8, 3, (rows, 257))
+    sums, cums = np.empty(rows), np.empty_like(a)
+    kernels._row_sums(a, rows, sums)
+    kernels._row_cumsums(a, rows, cums)
+    for j in range(rows):
+        t, run = 0.0, []
+        for x in a[j]:
+            t += x
+            run.append(t)
+        assert sums[j] == t
+        assert np.array_equal(cums[j], np.array(run))
+        assert kernels._row_max(a[j]) == a[j].max()

@@ -166,10 +166,10 @@ def test_predict_gives_the_same_curves_in_forked_workers_and_in_threads(small, m
     if sys.platform.startswith("linux"):  # forked workers (pytest-xdist's own threads would make it use threads)
         import multiprocessing
 
-        monkeypatch.setattr(P, "_fork_context", lambda: multiprocessing.get_context("fork"))
+        monkeypatch.setattr(P, "fork_context", lambda: multiprocessing.get_context("fork"))
         pd.testing.assert_frame_equal(P.predict(base, allocs, 8192.0, pop, threads=2, max_change=0.5), serial)
         assert P._JOB is None  # nothing of the job is left behind for a later fork
-    monkeypatch.setattr(P, "_fork_context", lambda: None)
+    monkeypatch.setattr(P, "fork_context", lambda: None)
     pd.testing.assert_frame_equal(P.predict(base, allocs, 8192.0, pop, threads=2, max_change=0.5), serial)
 
 
@@ -178,13 +178,13 @@ def test_predict_does_not_fork_beside_another_thread():
     threads: a fork there could copy a lock that the other thread holds."""
     import threading
 
-    from isosim.plan.predict import _fork_context
+    from isosim.experiments.executors import fork_context
 
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert _fork_context() is None
+        assert fork_context() is None
     finally:
         stop.set()
         other.join()

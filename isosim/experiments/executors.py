@@ -125,3 +125,44 @@ def make_executor(backend: str = "local", address: str | None = None, workers: i
             yield ex
         finally:
             ex.close()
+
+
+def fork_context():
+    """The ``fork`` start method where it is safe: on Linux, from a process whose only Python
+    thread is this one (not in a notebook kernel, a server or a threaded worker, where another
+    thread may hold a lock at the fork); else None."""
+    import multiprocessing
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    if threading.active_count() > 1:
+        return None
+    return multiprocessing.get_context("fork")
+
+
+#: what :func:`fork_map`'s workers call (set in the parent just before they fork)
+_FORK_FN: Callable | None = None
+
+
+def _fork_call(item):
+    return _FORK_FN(item)
+
+
+def fork_map(fn: Callable, items, workers: int) -> list:
+    """``[fn(x) for x in items]``, in up to ``workers`` forked processes where forking is safe
+    (:func:`fork_context`; ``fn`` and what it reads need not be picklable, only its results),
+    else one after the other in this process. Items are handed out in order, one at a time, so
+    put the longest first."""
+    global _FORK_FN
+    items = list(items)
+    context = fork_context() if workers > 1 and len(items) > 1 else None
+    if context is None:
+        return [fn(x) for x in items]
+    _FORK_FN = fn
+    try:
+        with ProcessPoolExecutor(min(workers, len(items)), mp_context=context) as ex:
+            return list(ex.map(_fork_call, items))
+    finally:
+        _FORK_FN = None

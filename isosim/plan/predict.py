@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..analysis.n_star import n_star_raw
 from ..errors import IsosimInputError
+from ..experiments.executors import fork_context
 from ..sim.config import SimConfig
 from ..sim.population import Population, build_population
 from .meanfield import mean_field
@@ -21,7 +22,7 @@ def predict(base: SimConfig, allocations, budget: float, population: Population 
     B_problem, split, step, compute`` and one per metric): the format of
     :func:`isosim.experiments.sweep.evaluations`, plus ``split``. ``threads`` > 1 integrates
     that many allocations at once: in forked worker processes where forking is safe
-    (:func:`_fork_context`; the workers share no interpreter lock, so they run in parallel
+    (:func:`isosim.experiments.executors.fork_context`; the workers share no interpreter lock, so they run in parallel
     throughout), else in threads (the mean field's kernels release the lock, its Python steps
     do not). The result does not depend on it."""
     pop = population if population is not None else build_population(base.population, base.model)
@@ -33,7 +34,7 @@ def predict(base: SimConfig, allocations, budget: float, population: Population 
     order = sorted(range(len(allocations)), key=lambda i: allocations[i][0] * allocations[i][1])
     todo = [allocations[i] for i in order]
     workers = min(threads, len(allocations))
-    context = _fork_context()
+    context = fork_context()
     if context is None:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -82,21 +83,6 @@ def _warm(job) -> None:
         base, _, pop, options = job
         _curve((base, 8.0, pop, options), (2, 2))
         _WARM = True
-
-
-def _fork_context():
-    """The ``fork`` start method where it is safe: on Linux, from a process whose only Python
-    thread is this one (not in a notebook kernel, a server or a threaded worker, where another
-    thread may hold a lock at the fork); else None."""
-    import multiprocessing
-    import sys
-    import threading
-
-    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    if threading.active_count() > 1:
-        return None
-    return multiprocessing.get_context("fork")
 
 
 def curve_at(curves: pd.DataFrame, compute, metric: str, split: str = "val", hold: bool = False) -> pd.DataFrame:

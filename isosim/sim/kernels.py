@@ -79,7 +79,10 @@ class TrainData(NamedTuple):
 class TrainState(NamedTuple):
     """The learned parameters, the optimiser state and the data order; updated in place.
 
-    All parameters start at zero, which is the reference policy."""
+    All parameters start at zero, which is the reference policy. A row of U (and its Adam
+    moments) stays exactly zero in every column no gradient has reached, so the kernel keeps,
+    per row, the list of columns that one has (``u_cols``) and steps and reads only those: the
+    same numbers as a dense pass, at the cost of the few columns a problem's groups have drawn."""
 
     beta: np.ndarray  # (S,) shared preference over response types
     V: np.ndarray  # (r, S) shared low-rank map from a problem's embedding to logits
@@ -97,6 +100,9 @@ class TrainState(NamedTuple):
     perm: np.ndarray  # (D,) int64: this epoch's order of the training problems
     cursor: np.ndarray  # (1,) int64: next position in perm; D starts a new epoch (reshuffle)
     counters: np.ndarray  # (4,) float64: C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T below
+    u_cols: np.ndarray  # (D, S) int32: row i's columns of U that a gradient has reached, u_cols[i, :u_ncols[i]]
+    u_ncols: np.ndarray  # (D,) int64: how many there are
+    u_on: np.ndarray  # (D, S) bool: whether column s of row i is among them
 
 
 # indices into the float hyper-parameter vector fpar: learning rate (after the LR rule, before warm-up),
@@ -114,8 +120,9 @@ C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T = range(4)
 
 
 @njit(cache=True, error_model="numpy")
-def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out):
-    """``out = L0[i] + bs * beta + vs * Z[i] @ V (+ us * U[urow] when urow >= 0)``."""
+def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out, u_cols, u_ncols):
+    """``out = L0[i] + bs * beta + vs * Z[i] @ V (+ us * U[urow] when urow >= 0)``; with a column
+    list (``u_ncols`` of U's length) only U's listed columns are added (the others are zero)."""
     S = L0.shape[1]
     r = Z.shape[1]
     for s in range(S):
@@ -125,8 +132,88 @@ def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out):
         for s in range(S):
             out[s] += zk * V[k, s]
     if urow >= 0:
+        if u_ncols.shape[0] == U.shape[0]:
+            for c in range(u_ncols[urow]):
+                s = u_cols[urow, c]
+                out[s] += us * U[urow, s]
+        else:
+            for s in range(S):
+                out[s] += us * U[urow, s]
+
+
+@njit(cache=True, error_model="numpy")
+def _row_max(x):
+    """``max(x)`` as eight running maxima (exact in any order)."""
+    S = x.shape[0]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = x[0]
+    s = 0
+    while s + 8 <= S:
+        m0 = max(m0, x[s])
+        m1 = max(m1, x[s + 1])
+        m2 = max(m2, x[s + 2])
+        m3 = max(m3, x[s + 3])
+        m4 = max(m4, x[s + 4])
+        m5 = max(m5, x[s + 5])
+        m6 = max(m6, x[s + 6])
+        m7 = max(m7, x[s + 7])
+        s += 8
+    while s < S:
+        m0 = max(m0, x[s])
+        s += 1
+    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+
+
+@njit(cache=True, error_model="numpy")
+def _row_sums(a, m, out):
+    """``out[j] = a[j, 0] + ... + a[j, S-1]`` for ``j < m``, each row added left to right (the
+    rounding of one row at a time), eight rows at once so that no addition waits on the one before."""
+    S = a.shape[1]
+    j = 0
+    while j + 8 <= m:
+        t0 = t1 = t2 = t3 = t4 = t5 = t6 = t7 = 0.0
         for s in range(S):
-            out[s] += us * U[urow, s]
+            t0 += a[j, s]
+            t1 += a[j + 1, s]
+            t2 += a[j + 2, s]
+            t3 += a[j + 3, s]
+            t4 += a[j + 4, s]
+            t5 += a[j + 5, s]
+            t6 += a[j + 6, s]
+            t7 += a[j + 7, s]
+        out[j], out[j + 1], out[j + 2], out[j + 3] = t0, t1, t2, t3
+        out[j + 4], out[j + 5], out[j + 6], out[j + 7] = t4, t5, t6, t7
+        j += 8
+    while j < m:
+        t = 0.0
+        for s in range(S):
+            t += a[j, s]
+        out[j] = t
+        j += 1
+
+
+@njit(cache=True, error_model="numpy")
+def _row_cumsums(a, m, out):
+    """``out[j, s] = a[j, 0] + ... + a[j, s]`` for ``j < m`` (left to right, four rows at once)."""
+    S = a.shape[1]
+    j = 0
+    while j + 4 <= m:
+        t0 = t1 = t2 = t3 = 0.0
+        for s in range(S):
+            t0 += a[j, s]
+            t1 += a[j + 1, s]
+            t2 += a[j + 2, s]
+            t3 += a[j + 3, s]
+            out[j, s] = t0
+            out[j + 1, s] = t1
+            out[j + 2, s] = t2
+            out[j + 3, s] = t3
+        j += 4
+    while j < m:
+        t = 0.0
+        for s in range(S):
+            t += a[j, s]
+            out[j, s] = t
+        j += 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -198,52 +285,43 @@ def exp_nonpositive(x, out, k1, k2):
 
 
 @njit(cache=True, error_model="numpy")
-def _policy_rows(L0, Z, beta, V, U, rows, use_u, bs, vs, us, lg, pi, logpi, want_log, k1, k2):
+def _policy_rows(L0, Z, beta, V, U, rows, use_u, bs, vs, us, lg, pi, logpi, want_log, k1, k2, tot, u_cols, u_ncols):
     """``pi[j] = softmax(logits of problem rows[j])`` for ``j < len(rows)`` (and ``logpi`` when
-    ``want_log``); ``lg``, ``k1``, ``k2`` are scratch of ``pi``'s size. The exponentials of all
-    rows go through :func:`exp_nonpositive` in one pass."""
+    ``want_log``); ``lg``, ``k1``, ``k2`` are scratch of ``pi``'s size, ``tot`` of ``rows``'. The
+    exponentials of all rows go through :func:`exp_nonpositive` in one pass; U's rows are read
+    through their column lists when ``u_ncols`` has U's length (:func:`_logits_row`)."""
     m = rows.shape[0]
     S = L0.shape[1]
     for j in range(m):
         i = rows[j]
-        _logits_row(L0, Z, beta, V, U, i, i if use_u else -1, bs, vs, us, lg[j])
-        mx = lg[j, 0]
-        for s in range(1, S):
-            if lg[j, s] > mx:
-                mx = lg[j, s]
+        _logits_row(L0, Z, beta, V, U, i, i if use_u else -1, bs, vs, us, lg[j], u_cols, u_ncols)
+        mx = _row_max(lg[j])
         for s in range(S):
             lg[j, s] -= mx
     exp_nonpositive(lg[:m].reshape(-1), pi[:m].reshape(-1), k1[:m * S], k2[:m * S])
+    _row_sums(pi, m, tot)
     for j in range(m):
-        tot = 0.0
-        for s in range(S):
-            tot += pi[j, s]
-        inv = 1.0 / tot
+        inv = 1.0 / tot[j]
         for s in range(S):
             pi[j, s] *= inv
         if want_log:
-            lz = math.log(tot)
+            lz = math.log(tot[j])
             for s in range(S):
                 logpi[j, s] = lg[j, s] - lz
 
 
 @njit(cache=True, error_model="numpy")
-def _draw_direct(rng, pi_row, m, cdf, counts, touched, nt):
+def _draw_direct(rng, pi_row, cdf, m, counts, touched, nt):
     """Add ``m`` categorical draws from ``pi_row`` to ``counts`` by inverse CDF.
 
     ``cdf`` is the running sum of ``pi_row`` in type order; each draw takes
     ``u ~ U(0, 1) * cdf[-1]`` and the first type with ``cdf[s] > u`` (never a type of
-    probability 0). Types drawn for the first time are appended to ``touched[nt:]``;
-    returns the new length. Consumes exactly ``m`` uniforms.
+    probability 0: when rounding leaves no such type, the last type of positive probability).
+    Types drawn for the first time are appended to ``touched[nt:]``; returns the new length.
+    Consumes exactly ``m`` uniforms.
     """
     S = pi_row.shape[0]
-    acc = 0.0
-    last = 0
-    for s in range(S):
-        acc += pi_row[s]
-        cdf[s] = acc
-        if pi_row[s] > 0.0:
-            last = s
+    acc = cdf[S - 1]
     for _ in range(m):
         u = rng.random() * acc
         lo = 0
@@ -254,8 +332,9 @@ def _draw_direct(rng, pi_row, m, cdf, counts, touched, nt):
                 hi = mid
             else:
                 lo = mid + 1
-        if lo > last:
-            lo = last
+        if lo == S - 1 and not cdf[lo] > u:
+            while lo > 0 and not pi_row[lo] > 0.0:
+                lo -= 1
         if counts[lo] == 0:
             touched[nt] = lo
             nt += 1
@@ -265,6 +344,12 @@ def _draw_direct(rng, pi_row, m, cdf, counts, touched, nt):
 
 @njit(cache=True, error_model="numpy")
 def _multinomial(rng, pi, order, idx, n, out):
+    """:func:`_multinomial_into` with its own scratch."""
+    _multinomial_into(rng, pi, order, idx, n, out, np.empty(pi.shape))
+
+
+@njit(cache=True, error_model="numpy")
+def _multinomial_into(rng, pi, order, idx, n, out, tail):
     """Counts of ``n`` draws from each row of ``pi`` as conditional binomials.
 
     Row b visits its response types in the fixed order ``order[idx[b]]`` (the
@@ -273,17 +358,32 @@ def _multinomial(rng, pi, order, idx, n, out):
     ``c_(j) ~ Binomial(n - sum_{l<j} c_(l), pi_(j) / sum_{l>=j} pi_(l))``.
     Any fixed order gives exact multinomial counts; visiting likely types first
     means a row's draws are used up after a few binomials, after which no more
-    random numbers are consumed.
+    random numbers are consumed. ``tail`` (``pi``'s shape) is scratch for the tail sums
+    ``sum_{l>=j} pi_(l)``, each row added from its end, four rows at once.
     """
     B, S = pi.shape
     out[:, :] = 0
     rem = np.full(B, n, dtype=np.int64)
-    tail = np.empty((B, S))
-    for b in range(B):
+    b = 0
+    while b + 4 <= B:
+        o0, o1, o2, o3 = order[idx[b]], order[idx[b + 1]], order[idx[b + 2]], order[idx[b + 3]]
+        a0 = a1 = a2 = a3 = 0.0
+        for j in range(S - 1, -1, -1):
+            a0 += pi[b, o0[j]]
+            a1 += pi[b + 1, o1[j]]
+            a2 += pi[b + 2, o2[j]]
+            a3 += pi[b + 3, o3[j]]
+            tail[b, j] = a0
+            tail[b + 1, j] = a1
+            tail[b + 2, j] = a2
+            tail[b + 3, j] = a3
+        b += 4
+    while b < B:
         acc = 0.0
         for j in range(S - 1, -1, -1):
             acc += pi[b, order[idx[b], j]]
             tail[b, j] = acc
+        b += 1
     active = B
     for j in range(S - 1):
         if active == 0:
@@ -304,21 +404,31 @@ def _multinomial(rng, pi, order, idx, n, out):
 
 
 @njit(cache=True, error_model="numpy")
-def sample_counts(rng, pi, order, idx, n, out, touched, n_touched, cdf):
+def sample_counts(rng, pi, order, idx, n, out, touched, n_touched, work):
     """``out[b] ~ Multinomial(n, pi[b])`` for every row b of the batch.
 
     :func:`draws_directly` (``n <= min(DIRECT_MAX_N, S / 2)``): row by row, ``n`` inverse-CDF
-    draws each (:func:`_draw_direct`); otherwise conditional binomials (:func:`_multinomial`). ``touched[b, :n_touched[b]]``
-    lists the types with ``out[b, s] > 0``; ``cdf`` (S) is scratch space.
+    draws each (:func:`_draw_direct`); otherwise conditional binomials (:func:`_multinomial_into`).
+    ``touched[b, :n_touched[b]]`` lists the types with ``out[b, s] > 0`` in increasing order; ``work`` (``pi``'s
+    shape) is scratch space.
     """
     B, S = pi.shape
     if draws_directly(n, S):
+        _row_cumsums(pi, B, work)
         for b in range(B):
             for s in range(S):
                 out[b, s] = 0
-            n_touched[b] = _draw_direct(rng, pi[b], n, cdf, out[b], touched[b], 0)
+            nt = _draw_direct(rng, pi[b], work[b], n, out[b], touched[b], 0)
+            for k in range(1, nt):  # insertion sort: the drawn types in increasing order
+                v = touched[b, k]
+                j = k - 1
+                while j >= 0 and touched[b, j] > v:
+                    touched[b, j + 1] = touched[b, j]
+                    j -= 1
+                touched[b, j + 1] = v
+            n_touched[b] = nt
     else:
-        _multinomial(rng, pi, order, idx, n, out)
+        _multinomial_into(rng, pi, order, idx, n, out, work)
         for b in range(B):
             k = 0
             for s in range(S):
@@ -364,12 +474,18 @@ def _sigmoid(x):
 
 
 @njit(cache=True, error_model="numpy")
-def _draw_wins(rng, counts, y, e, wins, has_exec):
-    """Successes ``k_s`` of the ``c_s`` rollouts of each type of one group: ``Binomial(c_s, e)``
-    for the correct types in increasing type order (with execution noise), else ``c_s Y_s``."""
-    for s in range(counts.shape[0]):
+def _draw_wins(rng, counts, y, e, wins, has_exec, touched, nt, clear):
+    """Successes ``k_s`` of the ``c_s`` rollouts of each drawn type of one group (``touched[:nt]``,
+    in increasing type order): ``Binomial(c_s, e)`` for the correct types in that order (with
+    execution noise), else ``c_s Y_s``. ``wins`` is written at the drawn types only, and zeroed
+    elsewhere with ``clear``."""
+    if clear:
+        for s in range(counts.shape[0]):
+            wins[s] = 0
+    for k in range(nt):
+        s = touched[k]
         wins[s] = 0
-        if counts[s] > 0 and y[s] > 0.0:
+        if y[s] > 0.0:
             wins[s] = rng.binomial(counts[s], e) if has_exec else counts[s]
 
 
@@ -430,7 +546,8 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
         Number of steps to run.
     """
     L0, Z, Y, order, lengths, mask, E0 = data
-    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, alpha, m_alpha, v_alpha, perm, cursor, counters = state
+    (beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, alpha, m_alpha, v_alpha, perm, cursor, counters,
+     u_cols, u_ncols, u_on) = state
     D, S = L0.shape
     r = Z.shape[1]
     n = ipar[I_N]
@@ -472,7 +589,8 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     owner = np.empty(D, dtype=np.int64)  # its first position in that batch
     repeat = np.zeros(Bp, dtype=np.bool_)
     logits = np.empty(S)
-    cdf = np.empty(S)
+    work = np.empty((Bp, S))
+    tot = np.empty(Bp)
     pi = np.empty((Bp, S))
     logpi = np.empty((Bp, S))
     lg = np.empty((Bp, S))
@@ -506,18 +624,18 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 cursor[0] = 0
             idx[b] = perm[cursor[0]]
             cursor[0] += 1
-        _policy_rows(L0, Z, beta, V, U, idx, True, bs, vs, us, lg, pi, logpi, want_log, k1, k2)
-        sample_counts(rng, pi, order, idx, n, ct, touched, n_touched, cdf)
+        _policy_rows(L0, Z, beta, V, U, idx, True, bs, vs, us, lg, pi, logpi, want_log, k1, k2, tot, u_cols, u_ncols)
+        sample_counts(rng, pi, order, idx, n, ct, touched, n_touched, work)
         if n_est > n:
-            sample_counts(rng, pi, order, idx, n_est - n, ce, touched_e, n_touched_e, cdf)
+            sample_counts(rng, pi, order, idx, n_est - n, ce, touched_e, n_touched_e, work)
         for b in range(Bp):
             i = idx[b]
             if has_exec:
                 eb[b] = _sigmoid(E0[i] + us * alpha[i])
-            _draw_wins(rng, ct[b], Y[i], eb[b], kt[b], has_exec)
+            _draw_wins(rng, ct[b], Y[i], eb[b], kt[b], has_exec, touched[b], n_touched[b], dense)
         if n_est > n:
             for b in range(Bp):
-                _draw_wins(rng, ce[b], Y[idx[b]], eb[b], ke[b], has_exec)
+                _draw_wins(rng, ce[b], Y[idx[b]], eb[b], ke[b], has_exec, touched_e[b], n_touched_e[b], dense)
         # group advantages -> logit gradient of each group (G rows are zero outside touched types)
         informative = 0
         for b in range(Bp):
@@ -637,20 +755,27 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                     repeat[b] = False
                 else:
                     repeat[b] = True
-                    for s in range(S):
-                        G[owner[i], s] += G[b, s]
-                    ga[owner[i]] += ga[b]
+                    o = owner[i]
+                    nb = S if dense else n_touched[b]
+                    cols = all_types if dense else touched[b]
+                    for k in range(nb):
+                        s = cols[k]
+                        G[o, s] += G[b, s]
+                        _list_column(u_cols, u_ncols, u_on, i, s, us * G[b, s] * mask[s])
+                    ga[o] += ga[b]
             for b in range(Bp):
                 if repeat[b]:
                     continue
                 i = idx[b]
-                for s in range(S):
-                    gbeta[s] = us * G[b, s] * mask[s]
-                if opt == OPT_SGD:
-                    _sgd_dense(U[i], gbeta, lr_u, wd)
-                else:
+                nb = S if dense else n_touched[b]
+                cols = all_types if dense else touched[b]
+                for k in range(nb):
+                    s = cols[k]
+                    _list_column(u_cols, u_ncols, u_on, i, s, us * G[b, s] * mask[s])
+                if opt != OPT_SGD:
                     t_U[i] += 1
-                    _adam_dense(U[i], m_U[i], v_U[i], gbeta, lr_u, b1, b2, aeps, wd, t_U[i], opt)
+                _step_columns(U[i], m_U[i], v_U[i], G[b], us, mask, u_cols[i], u_ncols[i], lr_u, b1, b2, aeps, wd,
+                              t_U[i], opt)
                 if learn_exec:
                     ga1[0] = us * ga[b]
                     xa1[0] = alpha[i]
@@ -665,13 +790,56 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                     alpha[i] = xa1[0]
             for b in range(Bp):
                 ga[b] = 0.0
-        # leave G zero for the next step
-        if dense or us > 0.0:
+        # leave G zero for the next step (a folded row's columns in its first row's too)
+        if dense:
             G[:, :] = 0.0
         else:
             for b in range(Bp):
                 for k in range(n_touched[b]):
                     G[b, touched[b, k]] = 0.0
+                if us > 0.0 and repeat[b]:
+                    o = owner[idx[b]]
+                    for k in range(n_touched[b]):
+                        G[o, touched[b, k]] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _list_column(u_cols, u_ncols, u_on, i, s, g):
+    """Add column s to row i's list when its gradient ``g`` is not zero and it is not listed yet."""
+    if g != 0.0 and not u_on[i, s]:
+        u_on[i, s] = True
+        u_cols[i, u_ncols[i]] = s
+        u_ncols[i] += 1
+
+
+@njit(cache=True, error_model="numpy")
+def _step_columns(x, m, v, G_row, us, mask, cols, ncols, lr, b1, b2, eps, wd, t, opt):
+    """The optimiser step of one row of U on its listed columns ``cols[:ncols]``, gradient
+    ``us * G_row[s] * mask[s]``: coordinate for coordinate what :func:`_adam_dense` (or
+    :func:`_sgd_dense`) does to the whole row, whose other columns it leaves at zero."""
+    if opt == OPT_SGD:
+        for c in range(ncols):
+            s = cols[c]
+            x[s] += lr * (us * G_row[s] * mask[s] - wd * x[s])
+        return
+    bc1 = 1.0 - b1**t
+    bc2 = 1.0 - b2**t
+    for c in range(ncols):
+        s = cols[c]
+        gj = us * G_row[s] * mask[s]
+        if opt == OPT_ADAM and wd > 0.0:
+            gj -= wd * x[s]
+        if opt == OPT_ADAMW and wd > 0.0:
+            x[s] -= lr * wd * x[s]
+        mj = b1 * m[s] + (1.0 - b1) * gj
+        vj = b2 * v[s] + (1.0 - b2) * gj * gj
+        if abs(mj) < MOMENT_FLOOR:
+            mj = 0.0
+        if vj < MOMENT_FLOOR:
+            vj = 0.0
+        m[s] = mj
+        v[s] = vj
+        x[s] += lr * (mj / bc1) / (math.sqrt(vj / bc2) + eps)
 
 
 @njit(cache=True, error_model="numpy")
@@ -688,20 +856,36 @@ def evaluate(L0, logref, Z, Y, E0, beta, V, U, alpha, use_u, bs, vs, us, p_out, 
     k1 = np.empty(blk * S, dtype=np.int64)
     k2 = np.empty(blk * S, dtype=np.int64)
     rows = np.arange(N)
+    tot = np.empty(blk)
+    no_cols = np.zeros((0, S), dtype=np.int32)
+    no_count = np.zeros(0, dtype=np.int64)
     for i0 in range(0, N, blk):
         m = min(blk, N - i0)
-        _policy_rows(L0, Z, beta, V, U, rows[i0:i0 + m], use_u, bs, vs, us, lg, pi, logpi, True, k1, k2)
-        for j in range(m):
+        _policy_rows(L0, Z, beta, V, U, rows[i0:i0 + m], use_u, bs, vs, us, lg, pi, logpi, True, k1, k2, tot,
+                     no_cols, no_count)
+        j = 0
+        while j < m:  # two rows at once, each summed left to right
             i = i0 + j
-            p = 0.0
-            h = 0.0
-            kl = 0.0
+            i2 = i + 1 if j + 1 < m else i
+            p = h = kl = p2 = h2 = kl2 = 0.0
             for s in range(S):
                 p += pi[j, s] * Y[i, s]
                 h -= pi[j, s] * logpi[j, s]
                 kl += pi[j, s] * (logpi[j, s] - logref[i, s])
-            if E0[i] < np.inf:
-                p *= _sigmoid(E0[i] + us * alpha[i]) if use_u else _sigmoid(E0[i])
-            p_out[i] = min(max(p, 0.0), 1.0)
-            h_out[i] = max(h, 0.0)
-            kl_out[i] = max(kl, 0.0)
+                p2 += pi[i2 - i0, s] * Y[i2, s]
+                h2 -= pi[i2 - i0, s] * logpi[i2 - i0, s]
+                kl2 += pi[i2 - i0, s] * (logpi[i2 - i0, s] - logref[i2, s])
+            _store_eval(E0, alpha, use_u, us, i, p, h, kl, p_out, h_out, kl_out)
+            if i2 != i:
+                _store_eval(E0, alpha, use_u, us, i2, p2, h2, kl2, p_out, h_out, kl_out)
+            j += 2
+
+
+@njit(cache=True, error_model="numpy")
+def _store_eval(E0, alpha, use_u, us, i, p, h, kl, p_out, h_out, kl_out):
+    """Problem i's evaluation from its sums: the execution rate, clipped to its range."""
+    if E0[i] < np.inf:
+        p *= _sigmoid(E0[i] + us * alpha[i]) if use_u else _sigmoid(E0[i])
+    p_out[i] = min(max(p, 0.0), 1.0)
+    h_out[i] = max(h, 0.0)
+    kl_out[i] = max(kl, 0.0)

@@ -79,19 +79,15 @@ def initial_state(D: int, S: int, r: int) -> kernels.TrainState:
         m_beta=np.zeros(S), v_beta=np.zeros(S), m_V=np.zeros((r, S)), v_V=np.zeros((r, S)),
         m_U=np.zeros((D, S)), v_U=np.zeros((D, S)), t_U=np.zeros(D, dtype=np.int64),
         alpha=np.zeros(D), m_alpha=np.zeros(D), v_alpha=np.zeros(D),
-        perm=np.arange(D, dtype=np.int64), cursor=np.array([D], dtype=np.int64), counters=np.zeros(4))
+        perm=np.arange(D, dtype=np.int64), cursor=np.array([D], dtype=np.int64), counters=np.zeros(4),
+        u_cols=np.zeros((D, S), dtype=np.int32), u_ncols=np.zeros(D, dtype=np.int64), u_on=np.zeros((D, S), dtype=bool))
 
 
 def train_data(train: ProblemSet, config: SimConfig) -> kernels.TrainData:
     """The training problems as the kernel reads them."""
     tp = train.problems
-    return kernels.TrainData(tp.base_logits, tp.features, tp.rewards, sampling_order(tp.base_logits), train.lengths,
+    return kernels.TrainData(tp.base_logits, tp.features, tp.rewards, train.sampling_order, train.lengths,
                              learn_mask(config.model), np.ascontiguousarray(tp.execution, dtype=float))
-
-
-def sampling_order(base_logits: np.ndarray) -> np.ndarray:
-    """Each problem's response types by decreasing base probability (stable sort)."""
-    return np.argsort(-base_logits, axis=1, kind="stable")
 
 
 def kernel_params(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -142,8 +138,6 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
     done = 0
     last_groups = last_zero = 0.0
     data = train_data(train, config)
-    logrefs = {name: log_softmax(ps.problems.base_logits) for name, ps in (("train", train), ("val", val))
-               if name in wanted}
     for step in schedule:
         if step > done:
             k.train_steps(train_rng, data, st, fpar, ipar, int(done), int(step - done))
@@ -152,7 +146,7 @@ def simulate(config: SimConfig, seed: int = 0, *, population: Population | None 
         evals = {}
         for name, ps, use_u in (("train", train, True), ("val", val, False)):
             if name in wanted:
-                evals[name] = _evaluate(k, ps, st, fpar, use_u, logrefs[name])
+                evals[name] = _evaluate(k, ps, st, fpar, use_u)
         for split, (src, sel) in splits.items():
             p, h, kl = (x[sel] for x in evals[src])
             for metric, value in _metrics(p, h, kl, ev, eval_rng):
@@ -209,21 +203,13 @@ def _splits(train: ProblemSet, val: ProblemSet) -> dict[str, tuple[str, np.ndarr
     return out
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise ``log softmax``: the reference policy's log-probabilities of base logits."""
-    mx = logits.max(axis=1, keepdims=True)
-    return logits - (mx + np.log(np.exp(logits - mx).sum(axis=1, keepdims=True)))
-
-
-def _evaluate(k, ps: ProblemSet, st: kernels.TrainState, fpar: np.ndarray, use_u: bool,
-              logref: np.ndarray | None = None):
+def _evaluate(k, ps: ProblemSet, st: kernels.TrainState, fpar: np.ndarray, use_u: bool):
     pr = ps.problems
     N = len(pr)
     p, h, kl = np.empty(N), np.empty(N), np.empty(N)
     U = st.U if use_u else np.zeros((1, pr.base_logits.shape[1]))
     alpha = st.alpha if use_u else np.zeros(1)
-    if logref is None:
-        logref = log_softmax(pr.base_logits)
+    logref = ps.log_reference
     k.evaluate(pr.base_logits, logref, pr.features, pr.rewards, np.ascontiguousarray(pr.execution, dtype=float),
                st.beta, st.V, U, alpha, use_u,
                fpar[kernels.F_BS], fpar[kernels.F_VS], fpar[kernels.F_US], p, h, kl)

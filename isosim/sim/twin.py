@@ -121,7 +121,7 @@ def draw_wins(rng: np.random.Generator, counts: np.ndarray, y: np.ndarray, e: np
 def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     """The twin of :func:`isosim.sim.kernels.train_steps` (same arguments, same draws)."""
     L0, Z, Y, order, lengths, mask, E0 = data
-    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, alpha, m_alpha, v_alpha, perm, cursor, counters = state
+    beta, V, U, m_beta, v_beta, m_V, v_V, m_U, v_U, t_U, alpha, m_alpha, v_alpha, perm, cursor, counters = state[:16]
     has_exec = bool(np.any(E0 < np.inf))
     D, S = L0.shape
     n, n_est, Bp = int(ipar[I_N]), int(ipar[I_NEST]), int(ipar[I_BP])

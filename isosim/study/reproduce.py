@@ -4,15 +4,18 @@ study's fitted values, and the twelve findings of :mod:`isosim.study.findings`, 
 from the stored sweeps."""
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..experiments.executors import fork_map
 from ..experiments.sweep import SweepSpec
 from ..sim.config import SimConfig
-from .findings import Results, based_on, check_findings, fit_n_star, sweep_specs
+from .findings import FINDINGS, Results, based_on, check_findings, fit_n_star, sweep_specs
 
 #: the study's Q1 fits at B_problem = 32 (PAPER_NOTES), read off its figures
 STUDY_Q1 = {
@@ -96,11 +99,25 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
         results = Results(out / "findings", "quick" if quick else "full", progress=progress, workers=workers,
                           backend=backend, address=address)
         results.ensure()
-        presets = {p: analyse(p, results.specs[p], results.evals(p), n_boot) for p in ("easy", "hard")}
-        write_figures(presets, out / "figures")
+        # the analyses read the stored sweeps only, so they run side by side on the same cores
+        jobs = [("preset", "easy"), ("preset", "hard"), *(("finding", f.id) for f in FINDINGS)]
+        done = fork_map(functools.partial(_analysis, results, n_boot, out / "figures"), jobs,
+                        workers or os.cpu_count() or 1)
+        presets = {key: res for (kind, key), res in zip(jobs, done) if kind == "preset"}
+        findings = [res[0] for (kind, _), res in zip(jobs, done) if kind == "finding"]
         plain = None if model_config is None else model_config.to_dict()
         base = None if plain is None else {"model": plain["model"], "algo": plain["algo"]}
-        return Reproduction(presets, check_findings(results), base)
+        return Reproduction(presets, findings, base)
+
+
+def _analysis(results: Results, n_boot: int, figures: Path, job: tuple[str, Any]):
+    """One preset's Q1 analysis and figures, or one finding's check (a list of one)."""
+    kind, key = job
+    if kind == "preset":
+        res = analyse(key, results.specs[key], results.evals(key), n_boot)
+        write_figures({key: res}, figures)
+        return res
+    return check_findings(results, ids=[key])
 
 
 def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
