@@ -501,20 +501,25 @@ def _adam_dense(x, m, v, g, lr, b1, b2, eps, wd, t, opt):
     bc1 = 1.0 - b1**t
     bc2 = 1.0 - b2**t
     for j in range(x.shape[0]):
-        gj = g[j]
-        if opt == OPT_ADAM and wd > 0.0:
-            gj -= wd * x[j]
-        if opt == OPT_ADAMW and wd > 0.0:
-            x[j] -= lr * wd * x[j]
-        mj = b1 * m[j] + (1.0 - b1) * gj
-        vj = b2 * v[j] + (1.0 - b2) * gj * gj
-        if abs(mj) < MOMENT_FLOOR:
-            mj = 0.0
-        if vj < MOMENT_FLOOR:
-            vj = 0.0
-        m[j] = mj
-        v[j] = vj
-        x[j] += lr * (mj / bc1) / (math.sqrt(vj / bc2) + eps)
+        _adam_coordinate(x, m, v, j, g[j], lr, b1, b2, eps, wd, bc1, bc2, opt)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _adam_coordinate(x, m, v, j, gj, lr, b1, b2, eps, wd, bc1, bc2, opt):
+    """Coordinate j of an Adam / AdamW step with gradient ``gj`` and bias corrections ``bc1``, ``bc2``."""
+    if opt == OPT_ADAM and wd > 0.0:
+        gj -= wd * x[j]
+    if opt == OPT_ADAMW and wd > 0.0:
+        x[j] -= lr * wd * x[j]
+    mj = b1 * m[j] + (1.0 - b1) * gj
+    vj = b2 * v[j] + (1.0 - b2) * gj * gj
+    if abs(mj) < MOMENT_FLOOR:
+        mj = 0.0
+    if vj < MOMENT_FLOOR:
+        vj = 0.0
+    m[j] = mj
+    v[j] = vj
+    x[j] += lr * (mj / bc1) / (math.sqrt(vj / bc2) + eps)
 
 
 @njit(cache=True, error_model="numpy")
@@ -826,20 +831,7 @@ def _step_columns(x, m, v, G_row, us, mask, cols, ncols, lr, b1, b2, eps, wd, t,
     bc2 = 1.0 - b2**t
     for c in range(ncols):
         s = cols[c]
-        gj = us * G_row[s] * mask[s]
-        if opt == OPT_ADAM and wd > 0.0:
-            gj -= wd * x[s]
-        if opt == OPT_ADAMW and wd > 0.0:
-            x[s] -= lr * wd * x[s]
-        mj = b1 * m[s] + (1.0 - b1) * gj
-        vj = b2 * v[s] + (1.0 - b2) * gj * gj
-        if abs(mj) < MOMENT_FLOOR:
-            mj = 0.0
-        if vj < MOMENT_FLOOR:
-            vj = 0.0
-        m[s] = mj
-        v[s] = vj
-        x[s] += lr * (mj / bc1) / (math.sqrt(vj / bc2) + eps)
+        _adam_coordinate(x, m, v, s, us * G_row[s] * mask[s], lr, b1, b2, eps, wd, bc1, bc2, opt)
 
 
 @njit(cache=True, error_model="numpy")
