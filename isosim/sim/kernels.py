@@ -764,19 +764,15 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                     nb = S if dense else n_touched[b]
                     cols = all_types if dense else touched[b]
                     for k in range(nb):
-                        s = cols[k]
-                        G[o, s] += G[b, s]
-                        _list_column(u_cols, u_ncols, u_on, i, s, us * G[b, s] * mask[s])
+                        G[o, cols[k]] += G[b, cols[k]]
+                    _list_columns(u_cols, u_ncols, u_on, i, G[o], us, mask, cols, nb)
                     ga[o] += ga[b]
             for b in range(Bp):
                 if repeat[b]:
                     continue
                 i = idx[b]
                 nb = S if dense else n_touched[b]
-                cols = all_types if dense else touched[b]
-                for k in range(nb):
-                    s = cols[k]
-                    _list_column(u_cols, u_ncols, u_on, i, s, us * G[b, s] * mask[s])
+                _list_columns(u_cols, u_ncols, u_on, i, G[b], us, mask, all_types if dense else touched[b], nb)
                 if opt != OPT_SGD:
                     t_U[i] += 1
                 _step_columns(U[i], m_U[i], v_U[i], G[b], us, mask, u_cols[i], u_ncols[i], lr_u, b1, b2, aeps, wd,
@@ -809,12 +805,15 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
 
 
 @njit(cache=True, error_model="numpy")
-def _list_column(u_cols, u_ncols, u_on, i, s, g):
-    """Add column s to row i's list when its gradient ``g`` is not zero and it is not listed yet."""
-    if g != 0.0 and not u_on[i, s]:
-        u_on[i, s] = True
-        u_cols[i, u_ncols[i]] = s
-        u_ncols[i] += 1
+def _list_columns(u_cols, u_ncols, u_on, i, G_row, us, mask, cols, nb):
+    """Add to row i's list each column ``s`` of ``cols[:nb]`` whose gradient ``us * G_row[s] * mask[s]``
+    is not zero and that is not listed yet."""
+    for k in range(nb):
+        s = cols[k]
+        if us * G_row[s] * mask[s] != 0.0 and not u_on[i, s]:
+            u_on[i, s] = True
+            u_cols[i, u_ncols[i]] = s
+            u_ncols[i] += 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -855,29 +854,17 @@ def evaluate(L0, logref, Z, Y, E0, beta, V, U, alpha, use_u, bs, vs, us, p_out, 
         m = min(blk, N - i0)
         _policy_rows(L0, Z, beta, V, U, rows[i0:i0 + m], use_u, bs, vs, us, lg, pi, logpi, True, k1, k2, tot,
                      no_cols, no_count)
-        j = 0
-        while j < m:  # two rows at once, each summed left to right
+        for j in range(m):
             i = i0 + j
-            i2 = i + 1 if j + 1 < m else i
-            p = h = kl = p2 = h2 = kl2 = 0.0
+            p = 0.0
+            h = 0.0
+            kl = 0.0
             for s in range(S):
                 p += pi[j, s] * Y[i, s]
                 h -= pi[j, s] * logpi[j, s]
                 kl += pi[j, s] * (logpi[j, s] - logref[i, s])
-                p2 += pi[i2 - i0, s] * Y[i2, s]
-                h2 -= pi[i2 - i0, s] * logpi[i2 - i0, s]
-                kl2 += pi[i2 - i0, s] * (logpi[i2 - i0, s] - logref[i2, s])
-            _store_eval(E0, alpha, use_u, us, i, p, h, kl, p_out, h_out, kl_out)
-            if i2 != i:
-                _store_eval(E0, alpha, use_u, us, i2, p2, h2, kl2, p_out, h_out, kl_out)
-            j += 2
-
-
-@njit(cache=True, error_model="numpy")
-def _store_eval(E0, alpha, use_u, us, i, p, h, kl, p_out, h_out, kl_out):
-    """Problem i's evaluation from its sums: the execution rate, clipped to its range."""
-    if E0[i] < np.inf:
-        p *= _sigmoid(E0[i] + us * alpha[i]) if use_u else _sigmoid(E0[i])
-    p_out[i] = min(max(p, 0.0), 1.0)
-    h_out[i] = max(h, 0.0)
-    kl_out[i] = max(kl, 0.0)
+            if E0[i] < np.inf:
+                p *= _sigmoid(E0[i] + us * alpha[i]) if use_u else _sigmoid(E0[i])
+            p_out[i] = min(max(p, 0.0), 1.0)
+            h_out[i] = max(h, 0.0)
+            kl_out[i] = max(kl, 0.0)
