@@ -166,9 +166,13 @@ def test_predict_gives_the_same_curves_in_forked_workers_and_in_threads(small, m
     if sys.platform.startswith("linux"):  # forked workers (pytest-xdist's own threads would make it use threads)
         import multiprocessing
 
-        monkeypatch.setattr(P, "fork_context", lambda: multiprocessing.get_context("fork"))
+        import isosim.experiments.executors as E
+
+        fork = lambda: multiprocessing.get_context("fork")  # noqa: E731
+        monkeypatch.setattr(P, "fork_context", fork)
+        monkeypatch.setattr(E, "fork_context", fork)
         pd.testing.assert_frame_equal(P.predict(base, allocs, 8192.0, pop, threads=2, max_change=0.5), serial)
-        assert P._JOB is None  # nothing of the job is left behind for a later fork
+        assert E._FORK_FN is None  # nothing of the job is left behind for a later fork
     monkeypatch.setattr(P, "fork_context", lambda: None)
     pd.testing.assert_frame_equal(P.predict(base, allocs, 8192.0, pop, threads=2, max_change=0.5), serial)
 

@@ -4,12 +4,14 @@ allocation n*(C) of those curves (:func:`n_star`) and its scaling law (:func:`fi
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
 from ..analysis.n_star import n_star_raw
 from ..errors import IsosimInputError
-from ..experiments.executors import fork_context
+from ..experiments.executors import fork_context, fork_map
 from ..sim.config import SimConfig
 from ..sim.population import Population, build_population
 from .meanfield import mean_field
@@ -34,29 +36,18 @@ def predict(base: SimConfig, allocations, budget: float, population: Population 
     order = sorted(range(len(allocations)), key=lambda i: allocations[i][0] * allocations[i][1])
     todo = [allocations[i] for i in order]
     workers = min(threads, len(allocations))
-    context = fork_context()
-    if context is None:
+    if fork_context() is None:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as ex:
             done = list(ex.map(lambda a: _curve(job, a), todo))
     else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        global _JOB
         _warm(job)  # load the kernels here, once, so every forked worker starts with them
-        _JOB = job
-        try:
-            with ProcessPoolExecutor(workers, mp_context=context) as ex:
-                done = list(ex.map(_job_curve, todo))
-        finally:
-            _JOB = None
+        done = fork_map(functools.partial(_curve, job), todo, workers)
     parts = dict(zip(order, done))
     return pd.concat([parts[i] for i in range(len(allocations))], ignore_index=True)
 
 
-#: what the forked workers of :func:`predict` integrate (set in the parent just before they fork)
-_JOB = None
 _WARM = False
 
 
@@ -69,10 +60,6 @@ def _curve(job, alloc) -> pd.DataFrame:
     wide.insert(1, "n", int(n))
     wide.insert(2, "B_problem", int(bp))
     return wide.rename(columns={"compute_rollouts": "compute"})
-
-
-def _job_curve(alloc) -> pd.DataFrame:
-    return _curve(_JOB, alloc)
 
 
 def _warm(job) -> None:
