@@ -8,6 +8,7 @@ import pytest
 
 from isosim import SimConfig, build_population, simulate
 from isosim.errors import IsosimInputError
+from isosim.plan import meanfield as mf
 from isosim.plan.agreement import Agreement, agreement
 from isosim.plan.meanfield import advantages, group_moments, mean_field, signal_h
 from isosim.plan.predict import curve_at, fit_n_star_law, n_star, predict
@@ -99,6 +100,70 @@ def test_jacobian_is_the_derivative_of_the_mean():
         e[s] = h
         fd = (mean(logits + e)[s] - mean(logits - e)[s]) / (2 * h)
         assert fd == pytest.approx(jac[s], rel=2e-2, abs=1e-6)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 4, 9, 64])
+def test_reduction_kernels_match_their_numpy_twins(rows):
+    """The reductions add :data:`ROW_BLOCK` rows per pass over their sums (row counts below,
+    at and across a block); each matches ``Z.T @ x`` and the column sums, and the fused kernels
+    match the moments reduced separately."""
+    rng = np.random.default_rng(rows)
+    S, r = 7, 3
+    pi = rng.dirichlet(np.ones(S), size=rows)
+    Y = (rng.random((rows, S)) < 0.4).astype(float)
+    rate = rng.uniform(0.5, 1.0, rows)
+    Z = rng.normal(size=(rows, r))
+    t = mf._row_table(8, "grpo", 1e-6, (pi * Y).sum(axis=1) * rate)
+    mean, sq, jac = (np.empty((rows, S)) for _ in range(3))
+    mf._moments(pi, Y * rate[:, None], t, mean, sq, jac)
+    want_s = np.stack([mean.sum(0), sq.sum(0), jac.sum(0)])
+    want_v = np.stack([Z.T @ mean, (Z**2).T @ sq, (Z**2).T @ jac])
+    out_s, out_v = np.empty((3, S)), np.empty((3, r, S))
+    mf._reduce(Z, mean, sq, jac, out_s, out_v)
+    assert np.allclose(out_s, want_s, rtol=1e-13, atol=1e-15) and np.allclose(out_v, want_v, rtol=1e-13, atol=1e-15)
+    fs, fv = np.empty((3, S)), np.empty((3, r, S))
+    mf._fused_stats(pi, Y * rate[:, None], t, Z, fs, fv)
+    assert np.allclose(fs, want_s, rtol=1e-13, atol=1e-15) and np.allclose(fv, want_v, rtol=1e-13, atol=1e-15)
+    q, us, bp, mask = 0.7, 2.0, 16.0, np.ones(S)
+    ls, lv, g, var, lj = np.empty((3, S)), np.empty((3, r, S)), *(np.empty((rows, S)) for _ in range(3))
+    mf._fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, ls, lv, g, var, lj)
+    assert np.allclose(ls, want_s, rtol=1e-13, atol=1e-15) and np.allclose(lv, want_v, rtol=1e-13, atol=1e-15)
+    g2, var2, lj2 = (np.empty((rows, S)) for _ in range(3))
+    mf._local_stats(pi, mean, sq, jac, np.zeros((0, S)), q, us, bp, 0.0, mask, g2, var2, lj2)
+    for a, b in ((g, g2), (var, var2), (lj, lj2)):
+        assert np.allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("sgd", [False, True])
+def test_optimiser_kernels_match_their_numpy_twin(sgd):
+    """The optimiser's direction (Adam or SGD, damped) against its formula in NumPy, and the
+    policy-change bound's per-row direction against the block's."""
+    rng = np.random.default_rng(3)
+    D, S, r = 5, 6, 2
+    x, m, g, jac = (rng.normal(size=(D, S)) for _ in range(4))
+    v, var = rng.random((D, S)), rng.random((D, S))
+    wd, b1k, b2k, c1, c2, eps, dscale, damp = 0.01, 0.9**3, 0.999**3, 0.4, 0.02, 1e-3, 0.5, 0.3
+    gj = g - wd * x
+    if sgd:
+        scale, d = 1.0, gj
+    else:
+        m2, v2 = b1k * m + (1 - b1k) * gj, b2k * v + (1 - b2k) * (gj**2 + var)
+        scale = 1.0 / (np.sqrt(v2 / c2) + eps)
+        d = m2 / c1 * scale
+    want = dscale * d / (1.0 + damp * np.maximum(-jac, 0.0) * scale)
+    out = [np.empty(D * S) for _ in range(3)]
+    sc = (wd, sgd, b1k, b2k, c1, c2, eps, dscale, damp)
+    mf._optimiser_step(*(a.reshape(-1) for a in (x, m, v, g, var, jac)), *sc, *out)
+    assert np.allclose(out[0].reshape(D, S), want, rtol=1e-13)
+    if not sgd:
+        assert np.allclose(out[1].reshape(D, S), m2, rtol=1e-14) and np.allclose(out[2].reshape(D, S), v2, rtol=1e-14)
+    pi = rng.dirichlet(np.ones(S), size=D)
+    Z, db, dV, us = rng.normal(size=(D, r)), rng.normal(size=S), rng.normal(size=(r, S)), 0.7
+    dl = db + Z @ dV + us * want
+    tv = (pi * np.abs(dl - (pi * dl).sum(axis=1, keepdims=True))).sum(axis=1)
+    bound = np.empty(D)
+    mf._policy_change_rows(pi, Z, db, dV, us, 1, x, m, v, g, var, jac, *sc, bound)
+    assert np.allclose(bound, tv, rtol=1e-12)
 
 
 def test_advantages_zero_sum():

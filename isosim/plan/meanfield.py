@@ -288,25 +288,60 @@ def _policy_rows(L0, bias, Z, V, U, us, Y, rate, want_pi, pi, p, x, k1, k2):
         p[i] = acc * rate[i] if use_rate else acc
 
 
+#: rows a reduction adds per pass over its (3, r, S) sums: each sum is read and written once per
+#: block instead of once per row (the sums outgrow the first-level cache); each element still adds
+#: its rows one at a time in row order, so the result is the row-by-row loop's to the bit
+ROW_BLOCK = 4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_block(o, w, m0, m1, m2, m3):
+    """``o += w_0 m0 + w_1 m1 + w_2 m2 + w_3 m3``, added term by term in that order."""
+    w0, w1, w2, w3 = w[0], w[1], w[2], w[3]
+    for s in range(o.shape[0]):
+        o[s] = (((o[s] + w0 * m0[s]) + w1 * m1[s]) + w2 * m2[s]) + w3 * m3[s]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _block_weights(Z, i0, nb, k, w1, w2):
+    """``w1 = Z[i0:i0+nb, k]`` and ``w2 = w1^2``, padded with zeros to :data:`ROW_BLOCK` entries."""
+    for b in range(ROW_BLOCK):
+        z = Z[i0 + b, k] if b < nb else 0.0
+        w1[b] = z
+        w2[b] = z * z
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _reduce_block(Z, i0, nb, ms, out_v, w1, w2):
+    """``out_v[0, k] += sum_b Z[i0+b, k] ms[b, 0]``, ``out_v[j, k] += sum_b Z[i0+b, k]^2 ms[b, j]``
+    (j = 1, 2) for the ``nb`` rows of a block (``ms`` (ROW_BLOCK, 3, S), padded rows zero)."""
+    for k in range(Z.shape[1]):
+        _block_weights(Z, i0, nb, k, w1, w2)
+        _add_block(out_v[0, k], w1, ms[0, 0], ms[1, 0], ms[2, 0], ms[3, 0])
+        _add_block(out_v[1, k], w2, ms[0, 1], ms[1, 1], ms[2, 1], ms[3, 1])
+        _add_block(out_v[2, k], w2, ms[0, 2], ms[1, 2], ms[2, 2], ms[3, 2])
+
+
 @njit(cache=True, nogil=True)
 def _reduce(Z, mean, sq, jac, out_s, out_v):
     """Column sums of mean, sq, jac (``out_s`` (3, S)) and ``Z.T @ mean``, ``(Z^2).T @ sq``,
-    ``(Z^2).T @ jac`` (``out_v`` (3, r, S))."""
+    ``(Z^2).T @ jac`` (``out_v`` (3, r, S)), :data:`ROW_BLOCK` rows at a time."""
     out_s[:, :] = 0.0
     out_v[:, :, :] = 0.0
     D, S = mean.shape
-    for i in range(D):
-        for s in range(S):
-            out_s[0, s] += mean[i, s]
-            out_s[1, s] += sq[i, s]
-            out_s[2, s] += jac[i, s]
-        for k in range(Z.shape[1]):
-            z = Z[i, k]
-            z2 = z * z
+    ms = np.zeros((ROW_BLOCK, 3, S))
+    w1, w2 = np.empty(ROW_BLOCK), np.empty(ROW_BLOCK)
+    for i0 in range(0, D, ROW_BLOCK):
+        nb = min(ROW_BLOCK, D - i0)
+        for b in range(nb):
+            i = i0 + b
             for s in range(S):
-                out_v[0, k, s] += z * mean[i, s]
-                out_v[1, k, s] += z2 * sq[i, s]
-                out_v[2, k, s] += z2 * jac[i, s]
+                ms[b, 0, s], ms[b, 1, s], ms[b, 2, s] = mean[i, s], sq[i, s], jac[i, s]
+                out_s[0, s] += mean[i, s]
+                out_s[1, s] += sq[i, s]
+                out_s[2, s] += jac[i, s]
+        ms[nb:] = 0.0
+        _reduce_block(Z, i0, nb, ms, out_v, w1, w2)
 
 
 @njit(cache=True, nogil=True)
@@ -315,64 +350,72 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
     out_s[:, :] = 0.0
     out_v[:, :, :] = 0.0
     D, S = pi.shape
-    r = Z.shape[1]
     c = np.empty(9)
-    ms = np.empty((3, S))
-    for i in range(D):
-        _coeffs(t, i, c)
-        for s in range(S):
-            q, y = pi[i, s], Y[i, s]
-            m = q * (c[0] + y * c[1])
-            ms[0, s] = m
-            ms[1, s] = q * (c[2] + y * c[3] + q * (c[4] + y * (c[5] + y * c[8])))
-            ms[2, s] = m * (1.0 - q) + q * q * (c[6] + y * c[7])
-            out_s[0, s] += ms[0, s]
-            out_s[1, s] += ms[1, s]
-            out_s[2, s] += ms[2, s]
-        for k in range(r):
-            z = Z[i, k]
-            z2 = z * z
+    ms = np.zeros((ROW_BLOCK, 3, S))
+    w1, w2 = np.empty(ROW_BLOCK), np.empty(ROW_BLOCK)
+    for i0 in range(0, D, ROW_BLOCK):
+        nb = min(ROW_BLOCK, D - i0)
+        for b in range(nb):
+            i = i0 + b
+            _coeffs(t, i, c)
             for s in range(S):
-                out_v[0, k, s] += z * ms[0, s]
-                out_v[1, k, s] += z2 * ms[1, s]
-                out_v[2, k, s] += z2 * ms[2, s]
+                q, y = pi[i, s], Y[i, s]
+                m = q * (c[0] + y * c[1])
+                ms[b, 0, s] = m
+                ms[b, 1, s] = q * (c[2] + y * c[3] + q * (c[4] + y * (c[5] + y * c[8])))
+                ms[b, 2, s] = m * (1.0 - q) + q * q * (c[6] + y * c[7])
+                out_s[0, s] += ms[b, 0, s]
+                out_s[1, s] += ms[b, 1, s]
+                out_s[2, s] += ms[b, 2, s]
+        ms[nb:] = 0.0
+        _reduce_block(Z, i0, nb, ms, out_v, w1, w2)
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True, fastmath=True, error_model="numpy", inline="always")
+def _row_moments(t, i, pi_row, y_row, rate, m0, m1, m2):
+    """Row i's moments per type into ``m0 = E[g]``, ``m1 = E[g^2]``, ``m2 = dE[g]/dl``
+    (:func:`_moments` for one row, expected rewards ``rate * y_row``); the row's coefficients are
+    held in scalars, which lets the compiler vectorise the loop."""
+    c = np.empty(9)
+    _coeffs(t, i, c)
+    c0, c1, c2, c3, c4, c5, c6, c7, c8 = c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+    for s in range(pi_row.shape[0]):
+        q, y = pi_row[s], y_row[s] * rate
+        m = q * (c0 + y * c1)
+        m0[s] = m
+        m1[s] = q * (c2 + y * c3 + q * (c4 + y * (c5 + y * c8)))
+        m2[s] = m * (1.0 - q) + q * q * (c6 + y * c7)
+
+
+@njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
 def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, var_out, jac_out):
     """:func:`_moments`, :func:`_reduce` and :func:`_local_stats` (without a KL / entropy term)
     in one pass over the rows; the expected reward of (i, s) is ``rate_i Y_is``."""
     out_s[:, :] = 0.0
     out_v[:, :, :] = 0.0
     D, S = pi.shape
-    r = Z.shape[1]
-    c = np.empty(9)
-    ms = np.empty((3, S))
+    ms = np.zeros((ROW_BLOCK, 3, S))
+    w1, w2 = np.empty(ROW_BLOCK), np.empty(ROW_BLOCK)
     a1 = us * mask / (q * bp)  # g = a1 E[g]
     a2 = us * us * mask / (q * q * bp * bp)  # the second moment: a2 E[g^2]
     a3 = us * us * mask / (q * bp)  # the Jacobian: a3 dE[g]/dl
-    for i in range(D):
-        _coeffs(t, i, c)
-        for s in range(S):
-            qq, y = pi[i, s], Y[i, s] * rate[i]
-            m = qq * (c[0] + y * c[1])
-            sq = qq * (c[2] + y * c[3] + qq * (c[4] + y * (c[5] + y * c[8])))
-            jc = m * (1.0 - qq) + qq * qq * (c[6] + y * c[7])
-            ms[0, s], ms[1, s], ms[2, s] = m, sq, jc
-            out_s[0, s] += m
-            out_s[1, s] += sq
-            out_s[2, s] += jc
-            gi = a1[s] * m
-            g_out[i, s] = gi
-            var_out[i, s] = max(a2[s] * sq - gi * gi, 0.0)
-            jac_out[i, s] = a3[s] * jc
-        for k in range(r):
-            z = Z[i, k]
-            z2 = z * z
+    for i0 in range(0, D, ROW_BLOCK):
+        nb = min(ROW_BLOCK, D - i0)
+        for b in range(nb):
+            i = i0 + b
+            m0, m1, m2 = ms[b, 0], ms[b, 1], ms[b, 2]
+            _row_moments(t, i, pi[i], Y[i], rate[i], m0, m1, m2)
+            g, var, jac = g_out[i], var_out[i], jac_out[i]
             for s in range(S):
-                out_v[0, k, s] += z * ms[0, s]
-                out_v[1, k, s] += z2 * ms[1, s]
-                out_v[2, k, s] += z2 * ms[2, s]
+                out_s[0, s] += m0[s]
+                out_s[1, s] += m1[s]
+                out_s[2, s] += m2[s]
+                gi = a1[s] * m0[s]
+                g[s] = gi
+                var[s] = max(a2[s] * m1[s] - gi * gi, 0.0)
+                jac[s] = a3[s] * m2[s]
+        ms[nb:] = 0.0
+        _reduce_block(Z, i0, nb, ms, out_v, w1, w2)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -448,12 +491,8 @@ def _direction(xj, mj, vj, gj, varj, jacj, wd_l2, sgd, b1k, b2k, c1, c2, eps, ds
     return dscale * dj / (1.0 + damp * max(-jacj, 0.0) * scale), mj2, vj2
 
 
-@njit(cache=True, nogil=True, fastmath=True)
-def _optimiser_step(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v):
-    """The direction of one block over the next k steps (flat arrays), :meth:`_Integrator._plan`:
-    ``g' = g - wd_l2 x``; Adam: ``m' = b1k m + (1 - b1k) g'``, ``v' = b2k v + (1 - b2k) (g'^2 + var)``,
-    ``scale = 1 / (sqrt(v' / c2) + eps)``, ``d = m' / c1 * scale`` (SGD: ``scale = 1``, ``d = g'``);
-    returned damped, ``dscale * d / (1 + damp * max(-jac, 0) * scale)``."""
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _optimiser_loop(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v):
     for j in range(x.shape[0]):
         out_d[j], mj, vj = _direction(x[j], m[j], v[j], g[j], var[j], jac[j], wd_l2, sgd, b1k, b2k, c1, c2, eps,
                                       dscale, damp)
@@ -463,6 +502,27 @@ def _optimiser_step(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dsc
 
 
 @njit(cache=True, nogil=True, fastmath=True)
+def _optimiser_step(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v):
+    """The direction of one block over the next k steps (flat arrays), :meth:`_Integrator._plan`:
+    ``g' = g - wd_l2 x``; Adam: ``m' = b1k m + (1 - b1k) g'``, ``v' = b2k v + (1 - b2k) (g'^2 + var)``,
+    ``scale = 1 / (sqrt(v' / c2) + eps)``, ``d = m' / c1 * scale`` (SGD: ``scale = 1``, ``d = g'``);
+    returned damped, ``dscale * d / (1 + damp * max(-jac, 0) * scale)``."""
+    _optimiser_loop(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v)
+
+
+# The two kernels below run over the per-problem rows ((training problems x strategies) arrays)
+# and divide without Python's zero-division check (``error_model="numpy"``; no divisor here is
+# zero): the check keeps the compiler from vectorising their loops, which made them 2-3 times
+# slower. Their results can differ from the checked kernel's by an ulp (a division may become a
+# multiplication by a reciprocal); the shared blocks, small, keep the checked :func:`_optimiser_step`.
+
+@njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
+def _optimiser_rows(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v):
+    """:func:`_optimiser_step` of the per-problem rows."""
+    _optimiser_loop(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dscale, damp, out_d, out_m, out_v)
+
+
+@njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
 def _policy_change_rows(pi, Z, db, dV, us, stride, x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps,
                         dscale, damp, out):
     """:func:`_policy_change` with the per-problem rows' direction ``dU`` computed row by row
@@ -734,7 +794,8 @@ class _Integrator:
         flat = [np.ascontiguousarray(z).reshape(-1) if z.shape == b.x.shape else
                 np.ascontiguousarray(np.broadcast_to(z, b.x.shape)).reshape(-1)
                 for z in (b.x, b.m, b.v, st.g, st.var, st.jac)]
-        _optimiser_step(*flat, *sc, d.reshape(-1), m2.reshape(-1), v2.reshape(-1))
+        step = _optimiser_rows if name in ("U", "alpha") else _optimiser_step
+        step(*flat, *sc, d.reshape(-1), m2.reshape(-1), v2.reshape(-1))
         return d, (None if sgd else m2), (None if sgd else v2)
 
     def plan(self, stats: dict[str, _Stats], k: int) -> dict:
