@@ -312,9 +312,24 @@ def _block_weights(Z, i0, nb, k, w1, w2):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _reduce_block(Z, i0, nb, ms, out_v, w1, w2):
-    """``out_v[0, k] += sum_b Z[i0+b, k] ms[b, 0]``, ``out_v[j, k] += sum_b Z[i0+b, k]^2 ms[b, j]``
-    (j = 1, 2) for the ``nb`` rows of a block (``ms`` (ROW_BLOCK, 3, S), padded rows zero)."""
+def _reduce_start(out_s, out_v):
+    """Zero the sums of a reduction; its scratch: the rows of a block ``ms`` (ROW_BLOCK, 3, S) and
+    two weight vectors."""
+    out_s[:, :] = 0.0
+    out_v[:, :, :] = 0.0
+    return np.zeros((ROW_BLOCK, 3, out_s.shape[1])), np.empty(ROW_BLOCK), np.empty(ROW_BLOCK)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _reduce_block(Z, i0, nb, ms, out_s, out_v, w1, w2):
+    """Add the ``nb`` rows of a block (``ms`` (ROW_BLOCK, 3, S): E[g], E[g^2], dE[g]/dl of rows
+    ``i0 ...``; the rest are set to zero) to the column sums ``out_s`` and to
+    ``out_v[0, k] += sum_b Z[i0+b, k] ms[b, 0]``, ``out_v[j, k] += sum_b Z[i0+b, k]^2 ms[b, j]`` (j = 1, 2)."""
+    ms[nb:] = 0.0
+    for b in range(nb):
+        for j in range(3):
+            for s in range(ms.shape[2]):
+                out_s[j, s] += ms[b, j, s]
     for k in range(Z.shape[1]):
         _block_weights(Z, i0, nb, k, w1, w2)
         _add_block(out_v[0, k], w1, ms[0, 0], ms[1, 0], ms[2, 0], ms[3, 0])
@@ -326,33 +341,21 @@ def _reduce_block(Z, i0, nb, ms, out_v, w1, w2):
 def _reduce(Z, mean, sq, jac, out_s, out_v):
     """Column sums of mean, sq, jac (``out_s`` (3, S)) and ``Z.T @ mean``, ``(Z^2).T @ sq``,
     ``(Z^2).T @ jac`` (``out_v`` (3, r, S)), :data:`ROW_BLOCK` rows at a time."""
-    out_s[:, :] = 0.0
-    out_v[:, :, :] = 0.0
-    D, S = mean.shape
-    ms = np.zeros((ROW_BLOCK, 3, S))
-    w1, w2 = np.empty(ROW_BLOCK), np.empty(ROW_BLOCK)
+    ms, w1, w2 = _reduce_start(out_s, out_v)
+    D = mean.shape[0]
     for i0 in range(0, D, ROW_BLOCK):
         nb = min(ROW_BLOCK, D - i0)
         for b in range(nb):
-            i = i0 + b
-            for s in range(S):
-                ms[b, 0, s], ms[b, 1, s], ms[b, 2, s] = mean[i, s], sq[i, s], jac[i, s]
-                out_s[0, s] += mean[i, s]
-                out_s[1, s] += sq[i, s]
-                out_s[2, s] += jac[i, s]
-        ms[nb:] = 0.0
-        _reduce_block(Z, i0, nb, ms, out_v, w1, w2)
+            ms[b, 0], ms[b, 1], ms[b, 2] = mean[i0 + b], sq[i0 + b], jac[i0 + b]
+        _reduce_block(Z, i0, nb, ms, out_s, out_v, w1, w2)
 
 
 @njit(cache=True, nogil=True)
 def _fused_stats(pi, Y, t, Z, out_s, out_v):
     """:func:`_moments` and :func:`_reduce` in one pass, without the (D, S) intermediates."""
-    out_s[:, :] = 0.0
-    out_v[:, :, :] = 0.0
+    ms, w1, w2 = _reduce_start(out_s, out_v)
     D, S = pi.shape
     c = np.empty(9)
-    ms = np.zeros((ROW_BLOCK, 3, S))
-    w1, w2 = np.empty(ROW_BLOCK), np.empty(ROW_BLOCK)
     for i0 in range(0, D, ROW_BLOCK):
         nb = min(ROW_BLOCK, D - i0)
         for b in range(nb):
@@ -364,11 +367,7 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
                 ms[b, 0, s] = m
                 ms[b, 1, s] = q * (c[2] + y * c[3] + q * (c[4] + y * (c[5] + y * c[8])))
                 ms[b, 2, s] = m * (1.0 - q) + q * q * (c[6] + y * c[7])
-                out_s[0, s] += ms[b, 0, s]
-                out_s[1, s] += ms[b, 1, s]
-                out_s[2, s] += ms[b, 2, s]
-        ms[nb:] = 0.0
-        _reduce_block(Z, i0, nb, ms, out_v, w1, w2)
+        _reduce_block(Z, i0, nb, ms, out_s, out_v, w1, w2)
 
 
 @njit(cache=True, nogil=True, fastmath=True, error_model="numpy", inline="always")
@@ -391,11 +390,8 @@ def _row_moments(t, i, pi_row, y_row, rate, m0, m1, m2):
 def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, var_out, jac_out):
     """:func:`_moments`, :func:`_reduce` and :func:`_local_stats` (without a KL / entropy term)
     in one pass over the rows; the expected reward of (i, s) is ``rate_i Y_is``."""
-    out_s[:, :] = 0.0
-    out_v[:, :, :] = 0.0
+    ms, w1, w2 = _reduce_start(out_s, out_v)
     D, S = pi.shape
-    ms = np.zeros((ROW_BLOCK, 3, S))
-    w1, w2 = np.empty(ROW_BLOCK), np.empty(ROW_BLOCK)
     a1 = us * mask / (q * bp)  # g = a1 E[g]
     a2 = us * us * mask / (q * q * bp * bp)  # the second moment: a2 E[g^2]
     a3 = us * us * mask / (q * bp)  # the Jacobian: a3 dE[g]/dl
@@ -407,15 +403,11 @@ def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, 
             _row_moments(t, i, pi[i], Y[i], rate[i], m0, m1, m2)
             g, var, jac = g_out[i], var_out[i], jac_out[i]
             for s in range(S):
-                out_s[0, s] += m0[s]
-                out_s[1, s] += m1[s]
-                out_s[2, s] += m2[s]
                 gi = a1[s] * m0[s]
                 g[s] = gi
                 var[s] = max(a2[s] * m1[s] - gi * gi, 0.0)
                 jac[s] = a3[s] * m2[s]
-        ms[nb:] = 0.0
-        _reduce_block(Z, i0, nb, ms, out_v, w1, w2)
+        _reduce_block(Z, i0, nb, ms, out_s, out_v, w1, w2)
 
 
 @njit(cache=True, nogil=True, inline="always")
