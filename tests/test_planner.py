@@ -296,3 +296,19 @@ def test_a_plan_imports_neither_scipy_special_nor_scipy_stats():
             "print(sorted(m for m in ('scipy.special', 'scipy.stats') if m in sys.modules), p.best.n)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "[]" and int(out[1]) >= 2
+
+
+def test_reading_a_model_config_imports_neither_scipy_stats_nor_scipy_optimize(tmp_path):
+    """``isosim plan --model-config`` reads the file through :mod:`isosim.calibrate`; the fit
+    behind ``calibrate`` (``scipy.optimize``, ``scipy.stats``: about 1 s) loads only when used."""
+    from isosim.calibrate.config_file import model_config_text
+    from isosim.sim.config import SimConfig
+
+    path = tmp_path / "model.toml"
+    path.write_text(model_config_text(SimConfig(), [{"lr": 0.02}, {"lr": 0.04}], {"metric": "avg@4"}))
+    code = ("import sys; from isosim.calibrate import read_model_config; "
+            f"mc = read_model_config({str(path)!r}); "
+            "print(sorted(m for m in ('scipy.optimize', 'scipy.stats') if m in sys.modules), len(mc.members())); "
+            "from isosim.calibrate import calibrate; print(callable(calibrate), 'scipy.optimize' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:2] == ["[]", "2"] and out[2:] == ["True", "True"]

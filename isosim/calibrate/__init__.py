@@ -7,8 +7,18 @@
 - :mod:`~isosim.calibrate.calibration`: :func:`calibrate`, :class:`Calibration` and n*(C) with intervals.
 - :mod:`~isosim.calibrate.config_file`: the model config file it writes, read back with its ensemble.
 """
-from .calibration import Calibration, calibrate
 from .config_file import read_model_config
 from .knobs import DEFAULT, KNOBS, Knob
 
 __all__ = ["Calibration", "DEFAULT", "KNOBS", "Knob", "calibrate", "read_model_config"]
+
+
+def __getattr__(name: str):
+    """:func:`calibrate` and :class:`Calibration` load on first use: the fit imports SciPy's
+    optimisers and statistics (about 1 s), which reading a model config (``isosim plan
+    --model-config``) does not need."""
+    if name in ("Calibration", "calibrate"):
+        from . import calibration
+
+        return getattr(calibration, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
