@@ -291,6 +291,7 @@ def _policy_rows(L0, bias, Z, V, U, us, Y, rate, want_pi, pi, p, x, k1, k2):
 #: rows a reduction adds per pass over its (3, r, S) sums: each sum is read and written once per
 #: block instead of once per row (the sums outgrow the first-level cache); each element still adds
 #: its rows one at a time in row order, so the result is the row-by-row loop's to the bit
+#: (:func:`_add_block` writes out the four terms)
 ROW_BLOCK = 4
 
 
