@@ -136,7 +136,8 @@ def test_reduction_kernels_match_their_numpy_twins(rows):
 
 @pytest.mark.parametrize("sgd", [False, True])
 def test_optimiser_kernels_match_their_numpy_twin(sgd):
-    """The optimiser's direction (Adam or SGD, damped) against its formula in NumPy, and the
+    """The optimiser's direction (Adam or SGD, damped; the checked kernel of the shared blocks and
+    the unchecked one of the per-problem rows) against its formula in NumPy, and the
     policy-change bound's per-row direction against the block's."""
     rng = np.random.default_rng(3)
     D, S, r = 5, 6, 2
@@ -151,12 +152,14 @@ def test_optimiser_kernels_match_their_numpy_twin(sgd):
         scale = 1.0 / (np.sqrt(v2 / c2) + eps)
         d = m2 / c1 * scale
     want = dscale * d / (1.0 + damp * np.maximum(-jac, 0.0) * scale)
-    out = [np.empty(D * S) for _ in range(3)]
     sc = (wd, sgd, b1k, b2k, c1, c2, eps, dscale, damp)
-    mf._optimiser_step(*(a.reshape(-1) for a in (x, m, v, g, var, jac)), *sc, *out)
-    assert np.allclose(out[0].reshape(D, S), want, rtol=1e-13)
-    if not sgd:
-        assert np.allclose(out[1].reshape(D, S), m2, rtol=1e-14) and np.allclose(out[2].reshape(D, S), v2, rtol=1e-14)
+    for step in (mf._optimiser_step, mf._optimiser_rows):  # the shared blocks' and the per-problem rows'
+        out = [np.empty(D * S) for _ in range(3)]
+        step(*(a.reshape(-1) for a in (x, m, v, g, var, jac)), *sc, *out)
+        assert np.allclose(out[0].reshape(D, S), want, rtol=1e-13)
+        if not sgd:
+            assert np.allclose(out[1].reshape(D, S), m2, rtol=1e-14) and np.allclose(out[2].reshape(D, S), v2,
+                                                                                     rtol=1e-14)
     pi = rng.dirichlet(np.ones(S), size=D)
     Z, db, dV, us = rng.normal(size=(D, r)), rng.normal(size=S), rng.normal(size=(r, S)), 0.7
     dl = db + Z @ dV + us * want

@@ -372,11 +372,11 @@ def _fused_stats(pi, Y, t, Z, out_s, out_v):
 
 
 @njit(cache=True, nogil=True, fastmath=True, error_model="numpy", inline="always")
-def _row_moments(t, i, pi_row, y_row, rate, m0, m1, m2):
+def _row_moments(t, i, c, pi_row, y_row, rate, m0, m1, m2):
     """Row i's moments per type into ``m0 = E[g]``, ``m1 = E[g^2]``, ``m2 = dE[g]/dl``
-    (:func:`_moments` for one row, expected rewards ``rate * y_row``); the row's coefficients are
-    held in scalars, which lets the compiler vectorise the loop."""
-    c = np.empty(9)
+    (:func:`_moments` for one row, expected rewards ``rate * y_row``; ``c``: scratch for its
+    coefficients, :func:`_coeffs`); the coefficients are held in scalars, which lets the compiler
+    vectorise the loop."""
     _coeffs(t, i, c)
     c0, c1, c2, c3, c4, c5, c6, c7, c8 = c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
     for s in range(pi_row.shape[0]):
@@ -393,6 +393,7 @@ def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, 
     in one pass over the rows; the expected reward of (i, s) is ``rate_i Y_is``."""
     ms, w1, w2 = _reduce_start(out_s, out_v)
     D, S = pi.shape
+    c = np.empty(9)
     a1 = us * mask / (q * bp)  # g = a1 E[g]
     a2 = us * us * mask / (q * q * bp * bp)  # the second moment: a2 E[g^2]
     a3 = us * us * mask / (q * bp)  # the Jacobian: a3 dE[g]/dl
@@ -401,7 +402,7 @@ def _fused_local_stats(pi, Y, rate, t, Z, q, us, bp, mask, out_s, out_v, g_out, 
         for b in range(nb):
             i = i0 + b
             m0, m1, m2 = ms[b, 0], ms[b, 1], ms[b, 2]
-            _row_moments(t, i, pi[i], Y[i], rate[i], m0, m1, m2)
+            _row_moments(t, i, c, pi[i], Y[i], rate[i], m0, m1, m2)
             g, var, jac = g_out[i], var_out[i], jac_out[i]
             for s in range(S):
                 gi = a1[s] * m0[s]
