@@ -138,7 +138,8 @@ def test_reduction_kernels_match_their_numpy_twins(rows):
 def test_optimiser_kernels_match_their_numpy_twin(sgd):
     """The optimiser's direction (Adam or SGD, damped; the checked kernel of the shared blocks and
     the unchecked one of the per-problem rows) against its formula in NumPy, and the
-    policy-change bound's per-row direction against the block's."""
+    policy-change bound against its formula: the shared change plus the per-problem direction
+    averaged (pi-weighted) over each strategy's reward class."""
     rng = np.random.default_rng(3)
     D, S, r = 5, 6, 2
     x, m, g, jac = (rng.normal(size=(D, S)) for _ in range(4))
@@ -162,11 +163,24 @@ def test_optimiser_kernels_match_their_numpy_twin(sgd):
                                                                                      rtol=1e-14)
     pi = rng.dirichlet(np.ones(S), size=D)
     Z, db, dV, us = rng.normal(size=(D, r)), rng.normal(size=S), rng.normal(size=(r, S)), 0.7
-    dl = db + Z @ dV + us * want
+    Y = (rng.random((D, S)) < 0.4).astype(float)
+    Y[0], Y[1] = 1.0, 0.0  # a row with no wrong strategy and one with no correct one
+    # the per-problem direction as the pi-weighted mean of each strategy's reward class
+    du = np.empty_like(want)
+    for cls in (Y > 0.5, Y <= 0.5):
+        w = (pi * cls).sum(axis=1, keepdims=True)
+        du = np.where(cls, (pi * want * cls).sum(axis=1, keepdims=True) / np.where(w > 0, w, 1.0), du)
+    dl = db + Z @ dV + us * du
     tv = (pi * np.abs(dl - (pi * dl).sum(axis=1, keepdims=True))).sum(axis=1)
     bound = np.empty(D)
-    mf._policy_change_rows(pi, Z, db, dV, us, 1, x, m, v, g, var, jac, *sc, bound)
+    mf._policy_change_rows(pi, Z, db, dV, us, Y, 1, x, m, v, g, var, jac, *sc, bound)
     assert np.allclose(bound, tv, rtol=1e-12)
+    # where every strategy is correct, no per-problem move changes the reward: only the shared change counts
+    shared_only = np.empty(D)
+    mf._policy_change(pi, Z, db, dV, 1, shared_only)
+    all_correct = np.empty(D)
+    mf._policy_change_rows(pi, Z, db, dV, us, np.ones((D, S)), 1, x, m, v, g, var, jac, *sc, all_correct)
+    assert np.allclose(all_correct, shared_only, rtol=1e-12) and not np.allclose(bound, shared_only)
 
 
 def test_advantages_zero_sum():

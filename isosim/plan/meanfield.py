@@ -517,20 +517,38 @@ def _optimiser_rows(x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps, dsc
 
 
 @njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
-def _policy_change_rows(pi, Z, db, dV, us, stride, x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps,
+def _policy_change_rows(pi, Z, db, dV, us, Y, stride, x, m, v, g, var, jac, wd_l2, sgd, b1k, b2k, c1, c2, eps,
                         dscale, damp, out):
     """:func:`_policy_change` with the per-problem rows' direction ``dU`` computed row by row
     (:func:`_direction`, the arguments of :func:`_optimiser_step` as (D, S) arrays) instead of
-    read from an array: the bound needs one step's direction of the rows it looks at only."""
+    read from an array: the bound needs one step's direction of the rows it looks at only.
+
+    A row's per-problem offsets move that training problem alone, and its pass rate
+    ``e_i sum_s pi_is Y_is`` only through the mass on its correct strategies (``Y_is > 1/2``).
+    So each strategy's ``dU_is`` enters as the pi-weighted mean of its reward class (correct or
+    wrong), ``sum_{s' ~ s} pi_is' dU_is' / sum_{s' ~ s} pi_is'``: a move of mass between two
+    correct strategies (or two wrong ones) changes neither the problem's reward nor its groups'
+    signal, and is not counted. The shared blocks' change ``db + Z_i dV`` counts in full."""
     S = pi.shape[1]
     dl = np.empty(S)
+    du = np.empty(S)
     for j in range(out.shape[0]):
         i = j * stride
         _shared_shift(db, Z, dV, i, dl)
+        w1 = a1 = w0 = a0 = 0.0
         for s in range(S):
-            du, _, _ = _direction(x[i, s], m[i, s], v[i, s], g[i, s], var[i, s], jac[i, s], wd_l2, sgd, b1k, b2k,
-                                  c1, c2, eps, dscale, damp)
-            dl[s] += us * du
+            du[s], _, _ = _direction(x[i, s], m[i, s], v[i, s], g[i, s], var[i, s], jac[i, s], wd_l2, sgd, b1k, b2k,
+                                     c1, c2, eps, dscale, damp)
+            if Y[i, s] > 0.5:
+                w1 += pi[i, s]
+                a1 += pi[i, s] * du[s]
+            else:
+                w0 += pi[i, s]
+                a0 += pi[i, s] * du[s]
+        c1m = a1 / w1 if w1 > 0.0 else 0.0
+        c0m = a0 / w0 if w0 > 0.0 else 0.0
+        for s in range(S):
+            dl[s] += us * (c1m if Y[i, s] > 0.5 else c0m)
         out[j] = _total_variation(pi, i, dl)
 
 
@@ -808,7 +826,8 @@ class _Integrator:
     def policy_change(self, stats: dict[str, _Stats], pi: np.ndarray) -> float:
         """Largest ``||d pi_i||_1`` of one step along :meth:`plan` ``(stats, 1)`` (full learning
         rate; about 1000 rows). The per-problem rows' direction is computed for the rows looked
-        at only (:func:`_policy_change_rows`), not for the whole block."""
+        at only, and counts only where it moves mass between a row's correct and wrong
+        strategies (:func:`_policy_change_rows`)."""
         A = self.A
         lr = self.lr_over(1)
         shared = {name: self._plan(name, stats[name], 1, lr)[0] for name in ("beta", "V")}
@@ -820,7 +839,7 @@ class _Integrator:
             _policy_change(pi, A.Z, db, dV, stride, out)
         else:
             b, st = self.blocks["U"], stats["U"]
-            _policy_change_rows(pi, A.Z, db, dV, A.us, stride, b.x, b.m, b.v, st.g, st.var, st.jac, *sc, out)
+            _policy_change_rows(pi, A.Z, db, dV, A.us, A.Y, stride, b.x, b.m, b.v, st.g, st.var, st.jac, *sc, out)
         return self.lr * float(out.max())
 
     def advance(self, plan: dict, k: int) -> None:
