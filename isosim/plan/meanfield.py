@@ -531,20 +531,19 @@ def _policy_change_rows(pi, Z, db, dV, us, Y, stride, x, m, v, g, var, jac, wd_l
     signal, and is not counted. The shared blocks' change ``db + Z_i dV`` counts in full."""
     S = pi.shape[1]
     dl = np.empty(S)
-    du = np.empty(S)
     for j in range(out.shape[0]):
         i = j * stride
         _shared_shift(db, Z, dV, i, dl)
         w1 = a1 = w0 = a0 = 0.0
         for s in range(S):
-            du[s], _, _ = _direction(x[i, s], m[i, s], v[i, s], g[i, s], var[i, s], jac[i, s], wd_l2, sgd, b1k, b2k,
-                                     c1, c2, eps, dscale, damp)
+            du, _, _ = _direction(x[i, s], m[i, s], v[i, s], g[i, s], var[i, s], jac[i, s], wd_l2, sgd, b1k, b2k,
+                                  c1, c2, eps, dscale, damp)
             if Y[i, s] > 0.5:
                 w1 += pi[i, s]
-                a1 += pi[i, s] * du[s]
+                a1 += pi[i, s] * du
             else:
                 w0 += pi[i, s]
-                a0 += pi[i, s] * du[s]
+                a0 += pi[i, s] * du
         c1m = a1 / w1 if w1 > 0.0 else 0.0
         c0m = a0 / w0 if w0 > 0.0 else 0.0
         for s in range(S):
