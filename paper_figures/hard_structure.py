@@ -42,7 +42,7 @@ from hard_probes import WORLD, Probe, measure_rows
 
 import isosim.sim.models.strategies as strategies
 from isosim import SimConfig, build_population, simulate
-from isosim.sim.models.base import Problems
+from isosim.sim.models.base import Problems, execution_rates
 
 BUDGET = 2**22
 #: (label, probe settings, model knobs)
@@ -111,7 +111,7 @@ def row(label: str, probe: dict, model: dict) -> dict:
             if n == ns[0]:
                 val = pop.val.problems
                 solvers = val.rewards.mean(axis=1)
-                e = 1.0 / (1.0 + np.exp(-val.execution)) if val.execution is not None else 1.0
+                e = execution_rates(val.execution) if val.execution is not None else 1.0
                 out[f"{band}_base"] = round(float(pop.val.base_pass.mean()), 3)
                 out[f"{band}_solvers"] = round(float(solvers.mean()), 3)
                 out[f"{band}_random"] = round(float(np.mean(e * solvers)), 3)
