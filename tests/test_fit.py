@@ -200,6 +200,23 @@ def test_bootstrap_is_reproducible_and_skips_failed_resamples():
     assert sorted(resample.groupby("run")["n"].first()) == [1, 1, 2, 2]
 
 
+def test_a_discrete_bootstrap_interval_ends_on_values_the_resamples_gave():
+    """discrete=True: each end is a resample's value (lower end rounded down, upper up), where the
+    interpolated percentile of the same draws would fall between two of them; non-finite draws
+    are left out."""
+    data = pd.DataFrame({"run": np.arange(8), "v": [0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 3.0, 3.0]})
+
+    def refit(d):
+        m = d["v"].mean()
+        return {"k": float(np.round(m)) if m < 2.4 else math.nan}
+
+    d = bootstrap_fit(data, refit, strata=(), n_boot=300, seed=1, level=0.9, discrete=True)
+    c = bootstrap_fit(data, refit, strata=(), n_boot=300, seed=1, level=0.9)
+    assert set(d.ci["k"]) <= {0.0, 1.0, 2.0}
+    assert d.ci["k"][0] <= c.ci["k"][0] and d.ci["k"][1] >= c.ci["k"][1]
+    assert all(math.isfinite(x) for x in d.ci["k"])
+
+
 def test_bootstrap_mode_falls_back_to_points_with_one_run_per_n():
     df = pd.DataFrame({"run": ["a", "b", "c", "c"], "n": [1, 1, 2, 2]})
     assert bootstrap_mode(df) == "points"

@@ -1,5 +1,6 @@
 """Mean-field dynamics: the expected group gradient against the kernel and the theory module,
 and the recursion against simulated runs (tolerances from the seed-to-seed spread)."""
+import math
 import sys
 
 import numpy as np
@@ -341,6 +342,12 @@ def test_agreement_with_a_sweep(small):
     assert a.seed_sd == pytest.approx(np.sqrt(np.nanmean(np.concatenate(var))), rel=1e-9) and a.seed_sd > 0
     assert set(a.n_star.columns) >= {"compute", "n_sim", "n_mf", "n_mf_raw", "regret"}
     assert a.within_one == 1.0
+    assert math.isnan(a.within_one_interval)
+    b = agreement(sim, predict(base, [(n, bp) for n in ns], budget, pop), "avg@4", n_boot=20)
+    t = b.n_star
+    assert (t["n_sim_low"] <= t["n_sim"]).all() and (t["n_sim"] <= t["n_sim_high"]).all()
+    assert set(t["n_sim_low"]) | set(t["n_sim_high"]) <= set(ns)
+    assert b.within_one_interval >= b.within_one == a.within_one
 
 
 def test_n_star_table_and_law(small):
@@ -528,3 +535,50 @@ def test_fast_memorisation_is_tracked_epoch_by_epoch(monkeypatch):
 
     monkeypatch.setattr(M, "_Integrator", Advancing)
     assert abs(mean_field(cfg, pop).final("val")["avg@4"] - end) > 0.2 * rise
+
+
+def _saturating_runs(levels: dict[int, float], seeds: int, sd: float, rng) -> pd.DataFrame:
+    """Evaluations of ScaleRL-shaped curves ``y0 + (A - y0) / (1 + (C_mid / C)^1.5)`` per n,
+    each seed shifted by its own N(0, sd^2) offset."""
+    compute = np.geomspace(2.0**8, 2.0**20, 25)
+    rows = []
+    for n, a in levels.items():
+        for s in range(seeds):
+            y = 0.3 + (a - 0.3) / (1 + (2.0**13 / compute) ** 1.5) + rng.normal(0, sd)
+            rows.append(pd.DataFrame({"run": f"n{n}-s{s}", "n": n, "B_problem": 16, "compute": compute, "value": y}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_the_simulated_n_star_interval_spans_the_n_the_seeds_cannot_tell_apart():
+    """sim_n_star_interval: two n with the same expected curve give an interval holding both at
+    most budgets; an n 0.1 ahead of the other (20 seed sds) is resolved at every budget."""
+    from isosim.analysis.frontier import compute_optimal
+    from isosim.plan.agreement import sim_n_star_interval
+
+    rng = np.random.default_rng(0)
+    tied = _saturating_runs({8: 0.7, 32: 0.7}, 4, 0.005, rng)
+    apart = _saturating_runs({8: 0.6, 32: 0.7}, 4, 0.005, rng)
+    for d, spans in ((tied, True), (apart, False)):
+        ns = compute_optimal(d, group=("n",), bucket=0.005)
+        grid = ns["compute"].to_numpy(float)
+        lo, hi = sim_n_star_interval(d, grid, ns.attrs["fits"], 0.005, 100)
+        late = grid > 2.0**13  # past the curves' midpoint, where n = 32's lead is largest
+        assert set(np.unique(np.r_[lo, hi])) <= {8.0, 32.0}
+        assert (lo <= hi).all()
+        if spans:
+            assert np.mean((lo == 8) & (hi == 32)) >= 0.5
+        else:
+            assert (lo[late] == 32).all() and (hi[late] == 32).all()
+
+
+def test_agreement_counts_a_budget_within_the_simulated_interval():
+    """within_one_interval: the mean field's n* within one doubling of [n_sim_low, n_sim_high]; it
+    is at least within_one, since the interval holds the point n*."""
+    table = pd.DataFrame({"compute": [1e3, 1e4, 1e5, 1e6], "n_sim": [8, 8, 64, 64], "n_sim_low": [8, 8, 16, 64],
+                          "n_sim_high": [8, 32, 64, 64], "n_mf": [16, 64, 8, 256], "n_mf_raw": [8, 8, 8, 8],
+                          "regret": [0.0, 0.0, 0.0, 0.0]})
+    a = Agreement("avg@4", 0.0, 0.0, 0.0, table)
+    assert a.within_one == 0.25  # only 16 against 8
+    assert a.within_one_interval == 0.75  # 64 is one doubling from 32, 8 one from 16; 256 is two from 64
+    assert a.resolved == 0.5
+    assert math.isnan(Agreement("avg@4", 0.0, 0.0, 0.0, table.drop(columns=["n_sim_low", "n_sim_high"])).resolved)

@@ -156,8 +156,13 @@ def bootstrap_fit(
     n_boot: int = 200,
     seed: int = 0,
     level: float = 0.95,
+    discrete: bool = False,
 ) -> Bootstrap:
     """Percentile bootstrap: refit on ``n_boot`` resamples, CI = quantiles (1 -+ level) / 2.
+
+    ``discrete``: the parameters take values on a lattice (log2 n*, say), so each end of an
+    interval is a value some resample gave (the lower end rounded down, the upper one up)
+    instead of an interpolation between two of them.
 
     "runs" mode resamples whole units (runs/seeds) with replacement within each stratum
     (each n), relabelling repeats as distinct runs; "points" mode resamples rows within
@@ -185,7 +190,11 @@ def bootstrap_fit(
     ci = {}
     for name in names:
         vals = np.array([d[name] for d in draws], dtype=float)
-        if len(vals) >= 2:
+        vals = vals[np.isfinite(vals)]
+        if len(vals) >= 2 and discrete:
+            lo, hi = np.quantile(vals, alpha, method="lower"), np.quantile(vals, 1.0 - alpha, method="higher")
+            ci[name] = (float(lo), float(hi))
+        elif len(vals) >= 2:
             lo, hi = np.quantile(vals, [alpha, 1.0 - alpha])
             ci[name] = (float(lo), float(hi))
         else:
