@@ -823,6 +823,9 @@ def test_calibrated_predictor_feeds_the_pilots_to_isosim_calibrate(monkeypatch):
     assert sorted(map(tuple, tr[["run", "n", "B_problem", "compute", "train_reward"]].values.tolist()))[:3] == [
         ("pilot-n2-seed0", 2, 4, 250, 0.2), ("pilot-n2-seed0", 2, 4, 750, 0.3), ("pilot-n2-seed0", 2, 4, 1500, 0.4)]
     assert len(tr) == 9 and set(tr["run"]) == set(seen["runs"]["run"])
+    assert seen["training_mode"] == "auto"
+    calibrated_surrogate(cfg, training_mode="always")(p)
+    assert seen["training_mode"] == "always"
     calibrated_surrogate(cfg, training=False)(p)
     assert seen["training"] is None
     del p.train_curves[8][0][1500]  # one run with two blocks: too few to fit, so none is

@@ -424,7 +424,7 @@ def default_surrogate(cfg, lrs=None) -> Predictor:
     return Predictor(fn)
 
 
-def calibrated_surrogate(cfg, knobs=None, training: bool = True) -> Predictor:
+def calibrated_surrogate(cfg, knobs=None, training: bool = True, training_mode: str = "auto") -> Predictor:
     """isosim's surrogate (``cfg.surrogate``) calibrated on the two pilots by :func:`isosim.calibrate.calibrate`
     (the knobs ``knobs``, default its default set: learning rate, base-policy concentration,
     skill link, and with a training reward the memorisation speed), on the base model's measured
@@ -438,7 +438,8 @@ def calibrated_surrogate(cfg, knobs=None, training: bool = True) -> Predictor:
     ``training`` (the default) fits the pilots' training reward beside their validation curves
     where every pilot run logged one (:attr:`Pilots.train_curves`, per-seed runs only), in
     calibrate's ``auto`` mode: kept only when the best fit reproduces it within its noise
-    threshold, else set aside for the validation curves alone. ``extra["calibrated_training"]``
+    threshold, else set aside for the validation curves alone (``training_mode="always"``: kept
+    whatever its misfit, calibrate's ``--training-mode always``). ``extra["calibrated_training"]``
     says which: ``"kept"``, ``"set aside"`` or ``"none"`` (no training reward to fit)."""
     import pandas as pd
 
@@ -468,7 +469,7 @@ def calibrated_surrogate(cfg, knobs=None, training: bool = True) -> Predictor:
         val = surrogate_rates(p.val_counts, p.measure_samples, cfg.pass_rate_estimate)
         cal = calibrate(pd.DataFrame(rows), train, "avg@1", val_pass_rates=val, knobs=knobs,
                         base=SimConfig(model=cfg.surrogate, algo=surrogate_algo(cfg, SimConfig().algo.lr)),
-                        training=train_rows)
+                        training=train_rows, training_mode=training_mode)
         table = cal.predict_n_star(p.targets, ns=p.grid, b_problem=p.b_problem)
         tr = cal.details.get("training")
         p.extra["calibrated_knobs"] = dict(cal.knobs)
