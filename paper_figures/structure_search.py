@@ -13,6 +13,9 @@ only (hard_structure.py's probes, extended):
   ``beta0 <- sqrt(1 - style_c) beta0 - sqrt(style_c) prior_scale d``. Problems needing the other
   style are the ones the base model fails, so hard problems need strategies that easy ones do not
   use: the shared preferences learned on hard problems move easy problems' mass to the wrong style;
+* model knobs where a candidate names them, among them a narrower ``generality`` (``generality_a``,
+  ``generality_b``: fewer strategies that are right on most problems, so less that any training
+  teaches every problem);
 * ``off``: hard_probes.py's switch that stops the shared preferences ``beta`` or the skill map
   ``V`` from learning, to see which of them carries what hard-only training gives easy problems;
 * **split skills** (``split``): the skill map that says which strategies solve problem ``i`` is
@@ -81,6 +84,12 @@ GRIDS = (
                                            {"shared": [0.06, 0.08]}, {"gamma": 2.0, "keys": 32})),
     ("style with split skills", _grid({"gamma": [2.0, 4.0], "split": [1.0, 3.0]}, {"shared": [0.08, 0.1]},
                                       {"style_c": 0.5})),
+    ("narrower generality (fewer strategies that are right everywhere), with and without style and split skills",
+     [[probe, {"shared": 0.1, "generality_a": a, "generality_b": b}] for a, b in ((2.0, 16.0), (5.0, 40.0))
+      for probe in ({}, {"gamma": 4.0, "style_c": 0.5, "split": 3.0}, {"gamma": 2.0, "style_c": 0.8, "split": 3.0})]),
+    ("few solvers on hard problems (difficulty 3, prior and embedding spread 4) with key memory",
+     [[{"tau": 3.0, "keys": 32, "key_scale": ks}, {"shared": sh, "prior_scale": 4.0, "embed_scale": 4.0}]
+      for ks in (7.0, 10.0, 15.0) for sh in (0.06, 0.1)]),
     ("which shared path carries what hard-only training gives easy problems",
      [[{"off": off}, {}] for off in ("beta", "v")]
      + [[{"gamma": 4.0, "style_c": 0.5, "split": 3.0, "off": off}, {"shared": 0.1}] for off in ("beta", "v")]),
