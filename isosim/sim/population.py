@@ -133,7 +133,12 @@ def build_population(cfg: PopulationConfig, model: ModelConfig) -> Population:
     return _build_cached(cfg, _generator_key(model))
 
 
-@functools.lru_cache(maxsize=8)
+#: populations kept per process: the study's findings train on ten different sets, and a worker that
+#: evicts one rebuilds it for a later run on the same data
+POPULATION_CACHE = 16
+
+
+@functools.lru_cache(maxsize=POPULATION_CACHE)
 def _build_cached(cfg: PopulationConfig, model: ModelConfig) -> Population:
     seeds = np.random.SeedSequence([cfg.seed, 0x150517]).spawn(4)
     world_rng, train_rng, val_rng, len_rng = (np.random.default_rng(s) for s in seeds)
