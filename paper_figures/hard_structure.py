@@ -89,12 +89,18 @@ class Structure(Probe):
         return Problems(p.base_logits, np.hstack([p.features, keys]), p.rewards, p.execution)
 
 
+def run_cell(model: dict, band: str, n: int, budget: float, population: dict | None = None, train: bool = False):
+    """One run in calibration world ``WORLD``, training seed 0, B_problem 32, under whatever probe is
+    active: its trace and its population."""
+    cfg = SimConfig().replace(population={"preset": band, "seed": WORLD, **(population or {})}, model=model,
+                              allocation={"n": n, "b_problem": 32, "budget": budget}, eval={"train_split": train})
+    pop = build_population(cfg.population, cfg.model)
+    return simulate(cfg, 0, population=pop), pop
+
+
 def _run(probe: dict, model: dict, band: str, n: int, population: dict | None = None, train: bool = False):
     with Structure(**probe):
-        cfg = SimConfig().replace(population={"preset": band, "seed": WORLD, **(population or {})}, model=model,
-                                  allocation={"n": n, "b_problem": 32, "budget": BUDGET}, eval={"train_split": train})
-        pop = build_population(cfg.population, cfg.model)
-        return simulate(cfg, 0, population=pop), pop
+        return run_cell(model, band, n, BUDGET, population, train)
 
 
 def _curve(trace, split: str = "val") -> tuple[np.ndarray, np.ndarray]:

@@ -54,9 +54,7 @@ from statistics import NormalDist
 import numpy as np
 from calibrate_confidence import _table, write_report
 from hard_probes import STUDY, WORLD
-from hard_structure import Structure
-
-from isosim import SimConfig, build_population, simulate
+from hard_structure import Structure, run_cell
 
 #: a one-run difference counted as a change (no seeds here, so no standard error: a reading, not a verdict)
 MARGIN = 0.01
@@ -134,13 +132,6 @@ class Style(Structure):
         return (score > threshold).astype(float)
 
 
-def _run(model: dict, band: str, n: int, budget: int, population: dict | None = None, train: bool = False):
-    cfg = SimConfig().replace(population={"preset": band, "seed": WORLD, **(population or {})}, model=model,
-                              allocation={"n": n, "b_problem": 32, "budget": budget}, eval={"train_split": train})
-    pop = build_population(cfg.population, cfg.model)
-    return simulate(cfg, 0, population=pop), pop
-
-
 def _curve(trace, split: str = "val") -> tuple[np.ndarray, np.ndarray]:
     c = trace.curve("avg@4", split)
     return c["compute_rollouts"].to_numpy(float), c["value"].to_numpy(float)
@@ -152,11 +143,11 @@ def measure(spec: list[dict]) -> dict:
     with Style(**probe):
         for band, ns in (("easy", (8, 128, 512)), ("hard", (8, 32, 128, 512))):
             for n in ns:
-                trace, pop = _run(model, band, n, 2**22)
+                trace, pop = run_cell(model, band, n, 2**22)
                 if n == ns[0]:
                     out[f"{band}_base"] = round(float(pop.val.base_pass.mean()), 3)
                 out[f"{band}_n{n}"] = round(float(_curve(trace)[1].max()), 3)
-        trace, _ = _run(model, "easy", 2048, 2**23, {"train_size": 500}, train=True)
+        trace, _ = run_cell(model, "easy", 2048, 2**23, {"train_size": 500}, train=True)
         c, v = _curve(trace)
         t = _curve(trace, "train")[1]
         i = int(np.argmax(v))
@@ -164,7 +155,7 @@ def measure(spec: list[dict]) -> dict:
                              round(float(t[-1] - t[i]), 3)]
         for band in ("easy", "very-easy"):
             for n in (32, 512):
-                v = _curve(_run(model, "hard", n, 2**23, {"val_mixture_weights": ((band, 1.0),)})[0])[1]
+                v = _curve(run_cell(model, "hard", n, 2**23, {"val_mixture_weights": ((band, 1.0),)})[0])[1]
                 out[f"hard_only_{band}_n{n}"] = [round(float(v[0]), 3), round(float(v[-1]), 3)]
     out["score"] = round(float(np.sqrt(np.mean([(out[k] - STUDY[k]) ** 2 for k in LEVELS]))), 4)
     return out
