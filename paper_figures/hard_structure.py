@@ -73,13 +73,23 @@ class Structure(Probe):
         self.saved["draw"] = strategies.draw
         self.rng_tau, self.rng_keys = np.random.default_rng(4242), np.random.default_rng(777)
 
+    def changes_solvers(self) -> bool:
+        """Whether this probe decides ``Y`` itself (else the probes below it do)."""
+        return self.tau != 0
+
+    def score(self, cfg, world, rng, z):
+        """The solver score ``sqrt(rho) (z_i W)_s + sqrt(1 - rho) e_is`` that ``Y`` thresholds."""
+        rho = cfg.skill_link
+        return np.sqrt(rho) * (z @ world["W"]) + np.sqrt(1.0 - rho) * rng.normal(size=(z.shape[0], world["W"].shape[1]))
+
     def solves(self, cfg, world, rng, z):
-        if self.tau == 0 or "W" not in world:
+        if not self.changes_solvers() or "W" not in world:
             return super().solves(cfg, world, rng, z)
-        q, rho = world["generality"], cfg.skill_link
-        score = np.sqrt(rho) * (z @ world["W"]) + np.sqrt(1.0 - rho) * rng.normal(size=(z.shape[0], q.size))
-        threshold = np.array([NormalDist().inv_cdf(1.0 - x) for x in q])[None, :]
-        return (score > threshold + self.rng_tau.normal(0.0, self.tau, (z.shape[0], 1))).astype(float)
+        score = self.score(cfg, world, rng, z)
+        threshold = np.array([NormalDist().inv_cdf(1.0 - x) for x in world["generality"]])[None, :]
+        if self.tau:
+            threshold = threshold + self.rng_tau.normal(0.0, self.tau, (z.shape[0], 1))
+        return (score > threshold).astype(float)
 
     def draw(self, cfg, world, rng, size):
         p = self.saved["draw"](cfg, world, rng, size)

@@ -49,7 +49,6 @@ import json
 import os
 import time
 from multiprocessing import get_context
-from statistics import NormalDist
 
 import numpy as np
 from calibrate_confidence import _table, write_report
@@ -115,21 +114,21 @@ class Style(Structure):
             world["beta0"] = np.sqrt(1 - c) * world["beta0"] - np.sqrt(c) * cfg.prior_scale * d
         return world
 
-    def solves(self, cfg, world, rng, z):
-        if self.gamma == 0 or "W" not in world:
-            return super().solves(cfg, world, rng, z)
-        q, rho = world["generality"], cfg.skill_link
+    def changes_solvers(self) -> bool:
+        return self.gamma != 0 or super().changes_solvers()
+
+    def score(self, cfg, world, rng, z):
+        """hard_structure's score with the split skill map and the style term (module docstring)."""
+        if self.gamma == 0:
+            return super().score(cfg, world, rng, z)
+        rho = cfg.skill_link
         h = self.rng_style.normal(size=(z.shape[0], 1))
         zw = z @ world["W"]
         if self.split:
             a = 1.0 / (1.0 + np.exp(-self.split * h))
             zw = np.sqrt(1 - a) * zw + np.sqrt(a) * (z @ world["W2"])
-        score = np.sqrt(rho) * zw + np.sqrt(1.0 - rho) * rng.normal(size=(z.shape[0], q.size))
-        score = (score + self.gamma * h * world["d"][None, :]) / np.sqrt(1 + self.gamma**2)
-        threshold = np.array([NormalDist().inv_cdf(1.0 - x) for x in q])[None, :]
-        if self.tau:
-            threshold = threshold + self.rng_tau.normal(0.0, self.tau, (z.shape[0], 1))
-        return (score > threshold).astype(float)
+        score = np.sqrt(rho) * zw + np.sqrt(1.0 - rho) * rng.normal(size=zw.shape)
+        return (score + self.gamma * h * world["d"][None, :]) / np.sqrt(1 + self.gamma**2)
 
 
 def _curve(trace, split: str = "val") -> tuple[np.ndarray, np.ndarray]:
