@@ -3,8 +3,8 @@ keep the study's levels on easy and hard.
 
 Finding 12's second half (training only on hard problems loses ground on easy and very-easy
 ones) and finding 8's decline of the largest n at D = 500 need training on some problems to
-*take* from others. Three structures the package does not offer, probed here in this process
-only (hard_structure.py's probes, extended):
+*take* from others. Structures the package does not offer, probed here in this process only
+(hard_structure.py's probes, extended), and model knobs:
 
 * ``tau``, ``keys``, ``key_scale``: hard_structure.py's intrinsic difficulty and shared key memory;
 * **style** (``gamma``, ``style_c``): strategy ``s`` has a style ``d_s ~ N(0, 1)`` and problem
@@ -13,14 +13,14 @@ only (hard_structure.py's probes, extended):
   ``beta0 <- sqrt(1 - style_c) beta0 - sqrt(style_c) prior_scale d``. Problems needing the other
   style are the ones the base model fails, so hard problems need strategies that easy ones do not
   use: the shared preferences learned on hard problems move easy problems' mass to the wrong style;
-* model knobs where a candidate names them, among them a narrower ``generality`` (``generality_a``,
-  ``generality_b``: fewer strategies that are right on most problems, so less that any training
-  teaches every problem);
-* ``off``: hard_probes.py's switch that stops the shared preferences ``beta`` or the skill map
-  ``V`` from learning, to see which of them carries what hard-only training gives easy problems;
 * **split skills** (``split``): the skill map that says which strategies solve problem ``i`` is
   ``sqrt(1 - a_i) W + sqrt(a_i) W2`` with ``a_i = sigmoid(split * h_i)``, so hard problems' solvers
-  follow a map of their own and what the shared ``V`` learns on them is wrong for easy problems.
+  follow a map of their own and what the shared ``V`` learns on them is wrong for easy problems;
+* ``off``: hard_probes.py's switch that stops the shared preferences ``beta`` or the skill map
+  ``V`` from learning, to see which of them carries what hard-only training gives easy problems;
+* model knobs where a candidate names them, among them a narrower ``generality`` (``generality_a``,
+  ``generality_b``: fewer strategies that are right on most problems, so less that any training
+  teaches every problem).
 
 Per candidate (calibration world 1, training seed 0, B_problem 32, validation avg@4, one run per
 cell, so a difference is one run's and not a verdict):

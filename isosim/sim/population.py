@@ -133,7 +133,7 @@ def build_population(cfg: PopulationConfig, model: ModelConfig) -> Population:
     return _build_cached(cfg, _generator_key(model))
 
 
-#: populations kept per process: the study's findings train on ten different sets, and a worker that
+#: populations kept per process: the study's findings train on nine different sets, and a worker that
 #: evicts one rebuilds it for a later run on the same data
 POPULATION_CACHE = 16
 
