@@ -47,6 +47,7 @@ import argparse
 import itertools
 import json
 import os
+import sys
 import time
 from multiprocessing import get_context
 
@@ -225,6 +226,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="paper_figures/structure_search.md", help="the report")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = ap.parse_args(argv)
+    if args.workers < 1:
+        print(f"structure_search.py: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return 2
     specs = [s for _, grid in GRIDS for s in grid]
     done = {}
     if os.path.exists(args.journal):
