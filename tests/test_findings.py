@@ -450,6 +450,29 @@ def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
     json.dumps(res)  # plain JSON all the way down
 
 
+def test_reproduce_report_shows_the_laws_warnings(quick_reproduction, monkeypatch):
+    """The text report prints every warning of a preset's n*(C) law (as ``isosim fit`` and the
+    JSON do) and then speaks of its saturation as the fit's, not as a result; a law without
+    warnings keeps the plain saturation line."""
+    import isosim.analysis.fit as fit
+    from isosim.study.reproduce import report, run_reproduce
+
+    out, res = quick_reproduction
+    rep = run_reproduce(out, quick=True, progress=False, n_boot=5)  # reads the stored sweeps, as the fixture ran them
+    text = report(rep)
+    for preset in ("easy", "hard"):
+        assert fit.law_warnings(rep.presets[preset].analysis) == res[preset]["warnings"]
+        for w in res[preset]["warnings"]:
+            assert f"warning: {w}" in text
+    monkeypatch.setattr(fit, "law_warnings", lambda result: ["R^2 0.100 is below 0.8: a test"])
+    text = report(rep)
+    assert text.count("warning: R^2 0.100 is below 0.8: a test") == 2
+    assert text.count("which the warnings below put in doubt") == 2 and "(saturation: n* ->" not in text
+    monkeypatch.setattr(fit, "law_warnings", lambda result: [])
+    text = report(rep)
+    assert "warning:" not in text and text.count("(saturation: n* ->") == 2
+
+
 def test_reproduce_json_reports_levels_per_n(quick_reproduction):
     """``base_value`` and ``per_n`` recomputed from the stored long-format sweep: the best
     validation avg@4 each run reaches, mean and standard error over the replicates of each n."""

@@ -141,6 +141,8 @@ def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
 
 
 def report(rep: Reproduction) -> str:
+    from ..analysis.fit import law_warnings
+
     lines = []
     if rep.base is not None:
         changed = {f"{section}.{k}": v for section in ("model", "algo")
@@ -167,9 +169,13 @@ def report(rep: Reproduction) -> str:
             for p in ("L", "k", "log10_C0", "b"):
                 lo, hi = law.ci.get(p, (np.nan, np.nan))
                 lines.append(f"{p:<12}{law.params()[p]:>10.2f}{f'[{lo:.2f}, {hi:.2f}]':>22}{study[p]:>10.2f}")
+            warnings = law_warnings(res.analysis)
+            sat = f"n* -> 2^{law.saturation:.1f} = {2 ** law.saturation:.0f}"
             lines.append(f"{'L + b':<12}{law.saturation:>10.2f}{'':>22}{study['L'] + study['b']:>10.2f}"
-                         f"   (saturation: n* -> 2^{law.saturation:.1f} = {2 ** law.saturation:.0f})")
+                         + (f"   (saturation: {sat})" if not warnings else
+                            f"   (saturation {sat} by this fit, which the warnings below put in doubt)"))
             lines.append(f"R^2 = {law.r2:.3f}")
+            lines += [f"warning: {w}" for w in warnings]
         else:
             lines.append(f"scaling law not fitted: {res.error}")
         lines.append("")
