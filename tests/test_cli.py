@@ -139,6 +139,32 @@ def test_bench_times_the_planner_per_case():
     assert list(res) == ["mixture"] and list(res["mixture"]) == ["1e4"] and res["mixture"]["1e4"]["300"] > 0
 
 
+def test_bench_times_plans_with_a_calibrated_model_config(monkeypatch):
+    """``plan_ensemble_s``: every band and budget on the largest set, each plan reading the model
+    config it is given (a file the command line writes with the fixed ensemble; it reads back with
+    every member), after one untimed plan."""
+    import subprocess
+
+    from isosim.calibrate.config_file import model_config_text, read_model_config
+    from isosim.experiments import bench
+    from isosim.sim.config import SimConfig
+
+    text = model_config_text(SimConfig(), bench.PLAN_ENSEMBLE, {"metric": "avg@4"})
+    calls, read = [], []
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        read.append(read_model_config(cmd[cmd.index("--model-config") + 1]))
+
+    monkeypatch.setattr(subprocess, "run", run)
+    res = bench.plan_ensemble_seconds(text)
+    assert len(calls) == 1 + len(bench.PLAN_BANDS) * len(bench.PLAN_BUDGETS)
+    assert all(len(r.members()) == len(bench.PLAN_ENSEMBLE) and r.config == SimConfig() for r in read)
+    assert {(b, c, d) for b in res for c in res[b] for d in res[b][c]} == {
+        (b, f"{c:.0e}".replace("e+0", "e"), str(bench.PLAN_ENSEMBLE_PROBLEMS))
+        for b in bench.PLAN_BANDS for c in bench.PLAN_BUDGETS}
+
+
 def test_bench_plans_once_untimed_before_the_timed_cases(monkeypatch):
     """The first plan process (the kernels' first load after an install) is not a case's time:
     one more process runs than there are cases, and each case is timed once."""
@@ -162,11 +188,17 @@ def test_bench_reports_plan_seconds(monkeypatch, capsys):
 
     monkeypatch.setattr(bench, "_run_benchmarks", lambda steps, sweep: {})
     times = {"easy": {"1e5": {"2000": 1.5, "100000": 2.5}}}
+    ensemble = {"hard": {"1e9": {"100000": 6.5}}, "easy": {"1e5": {"100000": 2.0}}}
+    given = []
     monkeypatch.setattr(bench, "plan_seconds", lambda: times)
+    monkeypatch.setattr(bench, "plan_ensemble_seconds", lambda text: given.append(text) or ensemble)
     assert main(["bench", "--json", "--no-sweep"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["plan_s"] == times and res["plan_s_max"] == 2.5 and res["plan_load"] >= 0
+    assert res["plan_ensemble_s"] == ensemble and res["plan_ensemble_s_max"] == 6.5
+    assert "[calibration]" in given[0] or "calibration.ensemble" in given[0]
     assert "plan_s" not in bench.run_benchmarks(plan=False)
+    assert "plan_ensemble_s" not in bench.run_benchmarks()  # only with a model config's text
 
 
 def test_sweep_list_shows_the_builtin_specs_then_the_finding_sweeps(capsys):

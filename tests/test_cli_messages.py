@@ -50,6 +50,14 @@ def test_bench_prints_each_target_only_where_it_applies():
     assert "(target < 300 MB: not met)" in text and "(target >= 1.7x: not met)" in text
     one_core = format_benchmark(_bench_result(), cores=1)
     assert "1.7x" not in one_core and "no target" in one_core
+    assert "calibrated model config" not in text
+    planned = {**_bench_result(), "plan_s": {"easy": {"1e5": {"100000": 1.5}}}, "plan_s_max": 1.5, "plan_load": 0.2,
+               "plan_ensemble_s": {"hard": {"1e5": {"100000": 2.5}, "1e9": {"100000": 6.5}}},
+               "plan_ensemble_s_max": 6.5}
+    lines = format_benchmark(planned, cores=2).splitlines()
+    head = next(i for i, ln in enumerate(lines) if "calibrated model config" in ln)
+    assert lines[head].endswith("target <= 3 s for every case: not met):")
+    assert lines[head + 1].split() == ["hard:", "C", "=", "1e5", "2.50", "s,", "C", "=", "1e9", "6.50", "s"]
 
 
 def test_simulate_table_keeps_long_names_apart():

@@ -133,6 +133,16 @@ PLAN_BUDGETS = (1e5, 1e7, 1e9)
 PLAN_PROBLEMS = (2000, 100_000)
 #: the batch cap of the timed plans (the largest search: every n up to 2048)
 PLAN_B_MAX = 65536
+#: the ensemble of the timed plans with a calibrated model config (``plan_ensemble_s``): knob
+#: sets as ``isosim calibrate`` writes them, the default's first (the best fit) and three others
+#: inside the knobs' bounds; a plan's cost follows the number of members, each integrating every
+#: n at the chosen B_problem, not where in the bounds they lie
+PLAN_ENSEMBLE = ({"lr": 0.03, "prior_scale": 10.0, "skill_link": 0.7},
+                 {"lr": 0.02, "prior_scale": 10.0, "skill_link": 0.7},
+                 {"lr": 0.03, "prior_scale": 6.0, "skill_link": 0.7},
+                 {"lr": 0.03, "prior_scale": 10.0, "skill_link": 0.5})
+#: the number of problems of the ensemble's timed plans (the largest of :data:`PLAN_PROBLEMS`)
+PLAN_ENSEMBLE_PROBLEMS = 100_000
 
 
 def plan_histogram(band: str, problems: int, seed: int = 0) -> np.ndarray:
@@ -148,12 +158,13 @@ def plan_histogram(band: str, problems: int, seed: int = 0) -> np.ndarray:
     return rng.uniform(lo, hi, problems)
 
 
-def plan_seconds(cases=None, b_max: int = PLAN_B_MAX) -> dict:
+def plan_seconds(cases=None, b_max: int = PLAN_B_MAX, model_config: str | None = None) -> dict:
     """Wall seconds of ``isosim plan --json`` in a fresh process (start-up included) per case
     ``(band, budget, problems)`` (default: every combination of :data:`PLAN_BANDS`,
     :data:`PLAN_BUDGETS` and :data:`PLAN_PROBLEMS`), as ``{band: {budget: {problems: s}}}``
     with the budget written ``1e5``; the histograms are :func:`plan_histogram`'s. An untimed plan
-    of the first case runs before them, so no case pays the kernels' compile after an install."""
+    of the first case runs before them, so no case pays the kernels' compile after an install.
+    ``model_config``: the text of a model config file each plan reads (``--model-config``)."""
     import tempfile
     from pathlib import Path
 
@@ -161,13 +172,17 @@ def plan_seconds(cases=None, b_max: int = PLAN_B_MAX) -> dict:
         cases = [(b, c, d) for b in PLAN_BANDS for c in PLAN_BUDGETS for d in PLAN_PROBLEMS]
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
+        extra = []
+        if model_config is not None:
+            (Path(tmp) / "model.toml").write_text(model_config)
+            extra = ["--model-config", str(Path(tmp) / "model.toml")]
         warm = True  # one untimed plan first: the kernels' compile after an install is not a plan's time
         for band, budget, problems in [cases[0], *cases]:
             path = Path(tmp) / f"{band}-{problems}.csv"
             if not path.exists():
                 path.write_text("pass_rate\n" + "\n".join(f"{x:.6f}" for x in plan_histogram(band, problems)) + "\n")
             cmd = [sys.executable, "-m", "isosim", "plan", "--pass-rates", str(path), "--budget", f"{budget:g}",
-                   "--b-max", str(b_max), "--json"]
+                   "--b-max", str(b_max), "--json", *extra]
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True, capture_output=True)
             if warm:
@@ -178,16 +193,31 @@ def plan_seconds(cases=None, b_max: int = PLAN_B_MAX) -> dict:
     return out
 
 
+def plan_ensemble_seconds(model_config: str, b_max: int = PLAN_B_MAX) -> dict:
+    """:func:`plan_seconds` of every band and budget on :data:`PLAN_ENSEMBLE_PROBLEMS` problems,
+    each plan reading ``model_config`` (the text of a model config file: the command line passes
+    the defaults with :data:`PLAN_ENSEMBLE` as their ensemble): the planner's time with a
+    calibrated ``--model-config``."""
+    cases = [(b, c, PLAN_ENSEMBLE_PROBLEMS) for b in PLAN_BANDS for c in PLAN_BUDGETS]
+    return plan_seconds(cases, b_max, model_config=model_config)
+
+
+def _max_seconds(times: dict) -> float:
+    return max(s for by_c in times.values() for by_d in by_c.values() for s in by_d.values())
+
+
 #: the group sizes whose step time ``isosim bench`` reports beside the arithmetic floor
 STEP_NS = (2, 8, 64, 512)
 
 
-def run_benchmarks(steps: int = 400, sweep: bool = True, plan: bool = True) -> dict:
+def run_benchmarks(steps: int = 400, sweep: bool = True, plan: bool = True,
+                   plan_model_config: str | None = None) -> dict:
     """Every benchmark figure, measured in this one call. NumPy's BLAS is held to one thread while
     the kernel, its twin and the floor are timed: the kernel runs on one core, and on a busy
     2-core machine a multi-threaded BLAS makes small products tens of times slower. ``plan``:
     also the planner's wall time per case (:func:`plan_seconds`), with the load average before
-    it (``plan_load``: other work on the machine slows it)."""
+    it (``plan_load``: other work on the machine slows it), and with ``plan_model_config`` (the
+    text of a model config file) also with it (:func:`plan_ensemble_seconds`, ``plan_ensemble_s``)."""
     with threadpool_limits(limits=1):
         res = _run_benchmarks(steps, sweep)
     if plan:
@@ -195,8 +225,10 @@ def run_benchmarks(steps: int = 400, sweep: bool = True, plan: bool = True) -> d
 
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         times = plan_seconds()
-        flat = [s for by_c in times.values() for by_d in by_c.values() for s in by_d.values()]
-        res.update(plan_s=times, plan_s_max=max(flat), plan_load=load)
+        res.update(plan_s=times, plan_s_max=_max_seconds(times), plan_load=load)
+        if plan_model_config is not None:
+            ensemble = plan_ensemble_seconds(plan_model_config)
+            res.update(plan_ensemble_s=ensemble, plan_ensemble_s_max=_max_seconds(ensemble))
     return res
 
 
