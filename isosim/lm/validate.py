@@ -274,12 +274,16 @@ def in_workers(fn, jobs: list, workers: int, on_result) -> None:
         for fut in as_completed([pool.submit(fn, job) for job in jobs]):
             on_result(fut.result())
     except BaseException:
-        procs = list((getattr(pool, "_processes", None) or {}).values())
+        procs = dict(getattr(pool, "_processes", None) or {})
         pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
+        procs.update(getattr(pool, "_processes", None) or {})  # any the pool started meanwhile
+        for proc in procs.values():
             proc.terminate()
-        for proc in procs:
+        for proc in procs.values():
             proc.join(10)
+            if proc.is_alive():  # SIGTERM not acted on within 10 s: SIGKILL cannot be refused
+                proc.kill()
+                proc.join(10)
         raise
     pool.shutdown()
 
