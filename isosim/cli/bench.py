@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--steps", type=positive_int, default=400, help="training steps timed per measurement")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep throughput line")
-    p.add_argument("--no-plan", action="store_true", help="skip the planner timings (plan_s)")
+    p.add_argument("--no-plan", action="store_true", help="skip the planner timings (plan_s, plan_ensemble_s)")
     p.add_argument("--lm", action="store_true", help="benchmark the small-LM path instead (needs the lm extra)")
     p.add_argument("--device", default=None, choices=("cpu", "cuda"), help="torch device for --lm (default cpu)")
     p.set_defaults(func=run)

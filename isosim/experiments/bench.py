@@ -216,8 +216,9 @@ def run_benchmarks(steps: int = 400, sweep: bool = True, plan: bool = True,
     the kernel, its twin and the floor are timed: the kernel runs on one core, and on a busy
     2-core machine a multi-threaded BLAS makes small products tens of times slower. ``plan``:
     also the planner's wall time per case (:func:`plan_seconds`), with the load average before
-    it (``plan_load``: other work on the machine slows it), and with ``plan_model_config`` (the
-    text of a model config file) also with it (:func:`plan_ensemble_seconds`, ``plan_ensemble_s``)."""
+    it (``plan_load``: other work on the machine slows it); given ``plan_model_config`` (the text
+    of a model config file), also the plans that read it (:func:`plan_ensemble_seconds`,
+    ``plan_ensemble_s``)."""
     with threadpool_limits(limits=1):
         res = _run_benchmarks(steps, sweep)
     if plan:
