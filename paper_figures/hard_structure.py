@@ -77,10 +77,12 @@ class Structure(Probe):
         """Whether this probe decides ``Y`` itself (else the probes below it do)."""
         return self.tau != 0
 
-    def score(self, cfg, world, rng, z):
-        """The solver score ``sqrt(rho) (z_i W)_s + sqrt(1 - rho) e_is`` that ``Y`` thresholds."""
+    def score(self, cfg, world, rng, z, skill=None):
+        """The solver score ``sqrt(rho) (z_i W)_s + sqrt(1 - rho) e_is`` that ``Y`` thresholds
+        (``skill``: another skill term in place of ``z_i W``)."""
         rho = cfg.skill_link
-        return np.sqrt(rho) * (z @ world["W"]) + np.sqrt(1.0 - rho) * rng.normal(size=(z.shape[0], world["W"].shape[1]))
+        zw = z @ world["W"] if skill is None else skill
+        return np.sqrt(rho) * zw + np.sqrt(1.0 - rho) * rng.normal(size=zw.shape)
 
     def solves(self, cfg, world, rng, z):
         if not self.changes_solvers() or "W" not in world:

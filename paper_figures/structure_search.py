@@ -122,13 +122,12 @@ class Style(Structure):
         """hard_structure's score with the split skill map and the style term (module docstring)."""
         if self.gamma == 0:
             return super().score(cfg, world, rng, z)
-        rho = cfg.skill_link
         h = self.rng_style.normal(size=(z.shape[0], 1))
         zw = z @ world["W"]
         if self.split:
             a = 1.0 / (1.0 + np.exp(-self.split * h))
             zw = np.sqrt(1 - a) * zw + np.sqrt(a) * (z @ world["W2"])
-        score = np.sqrt(rho) * zw + np.sqrt(1.0 - rho) * rng.normal(size=zw.shape)
+        score = super().score(cfg, world, rng, z, skill=zw)
         return (score + self.gamma * h * world["d"][None, :]) / np.sqrt(1 + self.gamma**2)
 
 
