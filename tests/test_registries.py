@@ -101,7 +101,7 @@ def test_min_n_is_enforced(small_cfg, name):
 
 
 FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
-OTHER = {"kind", "shared", "local", "local_share"}  # the learning paths, read through path_scales
+OTHER = set(base.ModelSection.__annotations__)  # the kind and the learning paths, read through path_scales
 CHANGED = {"n_strategies": 12, "rank": 3, "generality_a": 0.9, "generality_b": 2.0, "prior_scale": 1.0,
            "embed_scale": 0.5, "skill_link": 0.2, "dim": 5, "common": 0.8, "logit_mean": 0.5, "logit_std": 1.0,
            "execution_a": 1.5, "execution_b": 0.7, "confidence_floor": 0.5, "confidence_knee": 0.3}
@@ -125,7 +125,12 @@ def test_each_model_declares_exactly_the_knobs_it_reads(kind):
     mod = MODELS[kind]
     assert mod.NAME == kind
     assert set(mod.KNOBS) <= FIELDS - OTHER
+    assert OTHER == {"kind", "shared", "local", "local_share"}
     assert set(CHANGED) == FIELDS - OTHER  # the test knows every knob
+    # the model's Knobs protocol names its knobs with the config's types, so the config is one
+    declared = {**base.ModelSection.__annotations__, **mod.Knobs.__annotations__}
+    assert mod.KNOBS == tuple(mod.Knobs.__annotations__)
+    assert declared == {k: ModelConfig.__dataclass_fields__[k].type for k in declared}
     # execution noise on (execution_a > 0; off by default), so that execution_b shapes the draws too
     cfg = ModelConfig(kind=kind, execution_a=2.0)
     ref = _draw(cfg)

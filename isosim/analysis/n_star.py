@@ -44,17 +44,25 @@ mean-field curves, the fixed-batch cells) keep the default.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable, Mapping, Sequence
+from typing import Hashable, Mapping, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..errors import IsosimInputError
 
-if TYPE_CHECKING:
-    from .frontier import ScaleRLFit
+__all__ = ["FittedCurve", "argmax_rows", "best_key", "n_star_envelope", "n_star_raw"]
 
-__all__ = ["argmax_rows", "best_key", "n_star_envelope", "n_star_raw"]
+
+class FittedCurve(Protocol):
+    """What :func:`n_star_envelope` reads of a fitted curve R_g(C) (a ScaleRL fit,
+    :class:`isosim.analysis.frontier.ScaleRLFit`, is one): its value at compute values and the
+    compute range ``[c_min, c_max]`` it was fitted on."""
+
+    c_min: float
+    c_max: float
+
+    def predict(self, compute) -> np.ndarray: ...
 
 
 def argmax_rows(values) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +152,7 @@ def _plain(x):
 
 
 def n_star_envelope(
-    fits: Mapping[tuple, "ScaleRLFit"],
+    fits: Mapping[tuple, FittedCurve],
     grid,
     group: Sequence[str] = ("n",),
     slack_decades: float = 0.0,
@@ -153,8 +161,8 @@ def n_star_envelope(
 ) -> pd.DataFrame:
     """The fitted arg-max: n*(C) on top of the upper envelope max_g R_g(C) of fitted curves.
 
-    ``fits``: ``{key: curve}`` with keys tuples of the ``group`` values and curves with
-    ``predict(C)``, ``c_min`` and ``c_max`` (:class:`isosim.analysis.frontier.ScaleRLFit`).
+    ``fits``: ``{key: curve}`` with keys tuples of the ``group`` values and :class:`FittedCurve`
+    curves (``predict(C)``, ``c_min`` and ``c_max``).
     g competes at C when c_min / 10^s <= C <= c_max * 10^s (s = ``slack_decades``, to a
     relative 1e-9), then :func:`n_star_raw` on the table of R_g(C) (``min_groups``: the
     fewest groups that must compete at a point, see the module docstring). Columns: compute,

@@ -13,41 +13,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import trl
 from ._common import LogFormat, choose_keys, fail, number, require_val, run_table
+from ._events import accumulator, text_entries
 
 DEFAULT_TAGS = {"val": ("eval/reward",), "train_reward": ("train/reward", "critic/score/mean"),
                 "zero_std_share": ("train/frac_reward_zero_std",), "tokens": ("train/num_tokens",)}
-
-
-def _accumulator(path: Path):
-    try:
-        from tensorboard.backend.event_processing import event_accumulator as ea
-    except ImportError:
-        fail(path, "reading TensorBoard events needs the tensorboard package (pip install 'isosim[logs]')")
-    acc = ea.EventAccumulator(str(path), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
-    try:
-        acc.Reload()
-    except Exception as exc:  # a truncated or foreign file
-        fail(path, f"cannot read its TensorBoard events ({type(exc).__name__})")
-    return acc
-
-
-def text_entries(path: Path) -> dict[str, str]:
-    """The text summaries of an event file or directory, tag -> the last text written."""
-    acc = _accumulator(path)
-    from tensorboard.util import tensor_util
-
-    out = {}
-    for tag in acc.Tags().get("tensors", []):
-        events = acc.Tensors(tag)
-        meta = acc.SummaryMetadata(tag)
-        if not events or meta.plugin_data.plugin_name != "text":
-            continue
-        value = tensor_util.make_ndarray(events[-1].tensor_proto)
-        item = value.flat[0] if value.size else b""
-        name = tag[: -len("/text_summary")] if tag.endswith("/text_summary") else tag  # torch's writer adds it
-        out[name] = item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
-    return out
 
 
 def _run_dirs(path: Path) -> list[Path]:
@@ -65,9 +36,7 @@ def read(fmt: LogFormat):
 
 
 def _read_run(fmt: LogFormat, d: Path, run: str):
-    from . import trl
-
-    acc = _accumulator(d)
+    acc = accumulator(d)
     tags = set(acc.Tags().get("scalars", []))
     keys = dict(fmt.keys)
     chosen = choose_keys(d, tags, keys, DEFAULT_TAGS, "tags")
@@ -92,7 +61,7 @@ def _read_run(fmt: LogFormat, d: Path, run: str):
     n_over, bp_over = fmt.overrides.get("n", run), fmt.overrides.get("b_problem", run)
     if args is None and (n_over is None or bp_over is None):
         fail(d, "no 'args' text entry (a trainer config) to take n and B_problem from; give --n and --b-problem")
-    n, bp, compute_of, used = trl._allocation(d, args, {}, d, n_over, bp_over)
+    n, bp, compute_of, used = trl.allocation(d, args, {}, d, n_over, bp_over)
     source = {"run": run, "kind": "tensorboard", "files": [str(p) for p in sorted(d.glob("events.out.tfevents.*"))],
               "keys": {**chosen, **used}, "version": None}
     return run_table(d, run, n, bp, steps, compute_of), source

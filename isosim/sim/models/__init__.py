@@ -14,8 +14,10 @@ which is exactly ``p_i = sigmoid(z_i)``.
 A model is one module that declares
 
 * ``NAME``: the value of ``--model`` / ``ModelConfig.kind``;
-* ``KNOBS``: the :class:`~isosim.sim.config.ModelConfig` fields it reads (besides ``shared``,
-  ``local`` and ``local_share``, which every model reads through ``path_scales``);
+* ``Knobs``: a protocol of the :class:`~isosim.sim.config.ModelConfig` fields it reads besides
+  those of :class:`~isosim.sim.models.base.ModelSection` (``kind``, and ``shared``, ``local``
+  and ``local_share``, which every model reads through ``path_scales``), and ``KNOBS``, their
+  names (:func:`~isosim.sim.models.base.knob_names`);
 * ``make_world(cfg, rng)``: what all its problems share;
 * ``draw(cfg, world, rng, size) -> Problems``: fresh problems of the generator;
 * ``path_scales(cfg) -> PathScales``: how strongly ``beta``, ``V`` and ``u`` act;
@@ -27,27 +29,23 @@ from these functions, the kernels read only the arrays they return.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import features, strategies, tabular
-from .base import PathScales, Problems, pass_rates_of_logits, two_outcome
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import ModelSection, PathScales, Problems, pass_rates_of_logits, two_outcome
 
 #: the registered models by name; adding one is a new module and one entry here
 MODELS: dict[str, ModuleType] = {m.NAME: m for m in (tabular, strategies, features)}
 
-__all__ = ["MODELS", "PathScales", "Problems", "learn_mask", "model_module", "pass_rates_of_logits", "two_outcome"]
+__all__ = ["MODELS", "ModelSection", "PathScales", "Problems", "learn_mask", "model_module", "pass_rates_of_logits", "two_outcome"]
 
 
-def model_module(cfg: ModelConfig) -> ModuleType:
+def model_module(cfg: ModelSection) -> ModuleType:
     """The module of the model ``cfg.kind``."""
     return MODELS[cfg.kind]
 
 
-def learn_mask(cfg: ModelConfig) -> np.ndarray:
+def learn_mask(cfg: ModelSection) -> np.ndarray:
     """1.0 for the response types whose logits learn, 0.0 for the others."""
     return np.asarray(model_module(cfg).learn_mask(cfg), dtype=float)

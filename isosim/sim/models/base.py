@@ -1,10 +1,29 @@
-"""What every surrogate model is made of: the problem arrays the kernel reads, the scales of
-the learning paths, and the 2-outcome helper of the sigmoid models."""
+"""What every surrogate model is made of: the knobs it reads, the problem arrays the kernel
+reads, the scales of the learning paths, and the 2-outcome helper of the sigmoid models."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+
+
+class ModelSection(Protocol):
+    """What every model reads of a config's model section
+    (:class:`isosim.sim.config.ModelConfig`): its kind and its learning paths. A model declares
+    the knobs it reads besides as a protocol of its own that extends this one (its ``Knobs``),
+    whose annotations name them (:func:`knob_names`); the config's dataclass has every field, so
+    it is each model's ``Knobs``."""
+
+    kind: str
+    shared: float
+    local: float
+    local_share: bool
+
+
+def knob_names(knobs: type) -> tuple[str, ...]:
+    """The knobs a model's ``Knobs`` protocol declares, in order, beside :class:`ModelSection`'s."""
+    return tuple(knobs.__dict__.get("__annotations__", {}))
 
 
 @dataclass(frozen=True)

@@ -9,34 +9,42 @@ each training problem memorise.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from .base import PathScales, Problems, two_outcome
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import ModelSection, PathScales, Problems, knob_names, two_outcome
 
 NAME = "features"
-KNOBS = ("dim", "common", "logit_mean", "logit_std")
 
 
-def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
+class Knobs(ModelSection, Protocol):
+    """The knobs of the features model (fields of :class:`isosim.sim.config.ModelConfig`)."""
+
+    dim: int
+    common: float
+    logit_mean: float
+    logit_std: float
+
+
+KNOBS = knob_names(Knobs)
+
+
+def make_world(cfg: Knobs, rng: np.random.Generator) -> dict:
     c = rng.normal(size=cfg.dim)
     return {"common": c / np.linalg.norm(c)}
 
 
-def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> Problems:
+def draw(cfg: Knobs, world: dict, rng: np.random.Generator, size: int) -> Problems:
     b = rng.normal(cfg.logit_mean, cfg.logit_std, size)
     e = rng.normal(0.0, 1.0 / np.sqrt(cfg.dim), (size, cfg.dim))
     phi = np.sqrt(cfg.common) * world["common"][None, :] + np.sqrt(1.0 - cfg.common) * e
     return two_outcome(b, phi)
 
 
-def path_scales(cfg: ModelConfig) -> PathScales:
+def path_scales(cfg: Knobs) -> PathScales:
     return PathScales(beta=0.0, v=cfg.shared, u=cfg.local, u_share=cfg.local_share)
 
 
-def learn_mask(cfg: ModelConfig) -> np.ndarray:
+def learn_mask(cfg: Knobs) -> np.ndarray:
     return np.array([1.0, 0.0])  # the correct response's logit learns, the reference 0 does not

@@ -25,21 +25,35 @@ on correct strategies, so held-out problems stay below ``e_i``; the memorisation
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from .base import PathScales, Problems, pass_rates_of_logits
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import ModelSection, PathScales, Problems, knob_names, pass_rates_of_logits
 
 NAME = "strategies"
-KNOBS = ("n_strategies", "rank", "generality_a", "generality_b", "prior_scale", "embed_scale",
-         "skill_link", "execution_a", "execution_b", "confidence_floor", "confidence_knee")
 
 
-def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
+class Knobs(ModelSection, Protocol):
+    """The knobs of the strategies model (fields of :class:`isosim.sim.config.ModelConfig`)."""
+
+    n_strategies: int
+    rank: int
+    generality_a: float
+    generality_b: float
+    prior_scale: float
+    embed_scale: float
+    skill_link: float
+    execution_a: float
+    execution_b: float
+    confidence_floor: float
+    confidence_knee: float
+
+
+KNOBS = knob_names(Knobs)
+
+
+def make_world(cfg: Knobs, rng: np.random.Generator) -> dict:
     s, r = cfg.n_strategies, cfg.rank
     world = {
         "generality": rng.beta(cfg.generality_a, cfg.generality_b, s),
@@ -52,7 +66,7 @@ def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
     return world
 
 
-def solves(cfg: ModelConfig, world: dict, rng: np.random.Generator, z: np.ndarray) -> np.ndarray:
+def solves(cfg: Knobs, world: dict, rng: np.random.Generator, z: np.ndarray) -> np.ndarray:
     """``Y[i, s] = 1`` with probability ``q_s`` for every problem.
 
     With ``skill_link`` rho > 0, ``Y[i, s] = 1{sqrt(rho) (z_i W)_s + sqrt(1 - rho) e_is >
@@ -73,7 +87,7 @@ def solves(cfg: ModelConfig, world: dict, rng: np.random.Generator, z: np.ndarra
     return (score > threshold).astype(float)
 
 
-def confidence(cfg: ModelConfig, q: np.ndarray) -> np.ndarray:
+def confidence(cfg: Knobs, q: np.ndarray) -> np.ndarray:
     """``kappa_i = floor + (1 - floor) (1 - exp(-q_i / knee))``: the inverse temperature of problem
     i's base policy, from ``q_i``, the mass its unscaled logits put on correct strategies.
 
@@ -86,7 +100,7 @@ def confidence(cfg: ModelConfig, q: np.ndarray) -> np.ndarray:
     return cfg.confidence_floor + (1.0 - cfg.confidence_floor) * -np.expm1(-q / cfg.confidence_knee)
 
 
-def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> Problems:
+def draw(cfg: Knobs, world: dict, rng: np.random.Generator, size: int) -> Problems:
     z = rng.normal(size=(size, cfg.rank))
     y = solves(cfg, world, rng, z)
     logits = world["beta0"][None, :] + z @ world["V0"]
@@ -99,9 +113,9 @@ def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> 
     return Problems(logits, z, y, execution)
 
 
-def path_scales(cfg: ModelConfig) -> PathScales:
+def path_scales(cfg: Knobs) -> PathScales:
     return PathScales(beta=cfg.shared, v=cfg.shared, u=cfg.local, u_share=cfg.local_share)
 
 
-def learn_mask(cfg: ModelConfig) -> np.ndarray:
+def learn_mask(cfg: Knobs) -> np.ndarray:
     return np.ones(cfg.n_strategies)

@@ -6,31 +6,37 @@ parallel samples and the compute-optimal n stays small.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from .base import PathScales, Problems, two_outcome
-
-if TYPE_CHECKING:
-    from ..config import ModelConfig
+from .base import ModelSection, PathScales, Problems, knob_names, two_outcome
 
 NAME = "tabular"
-KNOBS = ("logit_mean", "logit_std")
 
 
-def make_world(cfg: ModelConfig, rng: np.random.Generator) -> dict:
+class Knobs(ModelSection, Protocol):
+    """The knobs of the tabular model (fields of :class:`isosim.sim.config.ModelConfig`)."""
+
+    logit_mean: float
+    logit_std: float
+
+
+KNOBS = knob_names(Knobs)
+
+
+def make_world(cfg: Knobs, rng: np.random.Generator) -> dict:
     return {}
 
 
-def draw(cfg: ModelConfig, world: dict, rng: np.random.Generator, size: int) -> Problems:
+def draw(cfg: Knobs, world: dict, rng: np.random.Generator, size: int) -> Problems:
     z = rng.normal(cfg.logit_mean, cfg.logit_std, size)
     return two_outcome(z, np.zeros((size, 0)))
 
 
-def path_scales(cfg: ModelConfig) -> PathScales:
+def path_scales(cfg: Knobs) -> PathScales:
     return PathScales(beta=0.0, v=0.0, u=1.0)
 
 
-def learn_mask(cfg: ModelConfig) -> np.ndarray:
+def learn_mask(cfg: Knobs) -> np.ndarray:
     return np.array([1.0, 0.0])  # the correct response's logit learns, the reference 0 does not
