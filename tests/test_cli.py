@@ -218,3 +218,47 @@ def test_sweep_list_shows_the_builtin_specs_then_the_finding_sweeps(capsys):
     assert rows[0] == {"id": "q1-easy", "group": "built-in", "question": "Q1", "runs": 20, "testing_runs": 3}
     assert {(r["scale"], r["name"]) for r in rows if r["group"] == "finding"} == {
         (s, name) for s in SCALES for name in sweep_specs(s)}
+
+
+class _Exited(Exception):
+    pass
+
+
+def test_the_program_ends_at_once_after_a_plan_with_its_output_written(tmp_path, monkeypatch, capsys):
+    """``isosim plan`` sets exit_at_once: the program flushes its output and calls os._exit with
+    the plan's exit code; a subcommand without it (simulate) ends through sys.exit."""
+    import isosim.cli as cli
+
+    rates = tmp_path / "rates.csv"
+    rates.write_text("pass_rate\n0.3\n0.5\n0.4\n")
+    codes = []
+
+    def fake_exit(code):
+        codes.append(code)
+        raise _Exited
+
+    monkeypatch.setattr(cli, "_exit", fake_exit)  # not os._exit: forked workers end with it
+    monkeypatch.setattr(sys, "argv", ["isosim", "plan", "--pass-rates", str(rates), "--budget", "2e3",
+                                      "--b-max", "64", "--json"])
+    with pytest.raises(_Exited):
+        cli.run_main()
+    assert codes == [0] and json.loads(capsys.readouterr().out)["n"] >= 2
+    monkeypatch.setattr(sys, "argv", ["isosim", "plan", "--pass-rates", str(tmp_path / "missing.csv"),
+                                      "--budget", "2e3", "--b-max", "64"])
+    with pytest.raises(_Exited):
+        cli.run_main()
+    assert codes == [0, 2] and capsys.readouterr().err.count("\n") == 1
+    monkeypatch.setattr(sys, "argv", ["isosim", "simulate", "--n", "2", "--b-problem", "2", "--steps", "2",
+                                      "--train-size", "20", "--val-size", "10", "--json"])
+    with pytest.raises(SystemExit) as done:
+        cli.run_main()
+    assert done.value.code == 0 and codes == [0, 2]
+
+
+def test_a_plan_run_as_a_program_prints_its_whole_output(tmp_path):
+    rates = tmp_path / "rates.csv"
+    rates.write_text("pass_rate\n0.3\n0.5\n0.4\n")
+    out = subprocess.run([sys.executable, "-m", "isosim", "plan", "--pass-rates", str(rates), "--budget", "2e3",
+                          "--b-max", "64", "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stderr == ""
+    assert json.loads(out.stdout)["n"] >= 2

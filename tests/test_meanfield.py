@@ -582,3 +582,14 @@ def test_agreement_counts_a_budget_within_the_simulated_interval():
     assert a.within_one_interval == 0.75  # 64 is one doubling from 32, 8 one from 16; 256 is two from 64
     assert a.resolved == 0.5
     assert math.isnan(Agreement("avg@4", 0.0, 0.0, 0.0, table.drop(columns=["n_sim_low", "n_sim_high"])).resolved)
+
+
+def test_the_mean_fields_exponential_is_within_two_ulp_of_numpy_on_its_floored_domain():
+    """:func:`mf._exp_floored` serves logits shifted to their row's top and floored at -FLOOR."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([-rng.uniform(0, mf.FLOOR, 40000), -rng.exponential(0.5, 10000),
+                        [0.0, -1e-300, -0.5 * np.log(2), -mf.FLOOR]])
+    out = np.empty_like(x)
+    mf._exp_floored(x, out, np.empty(x.size, np.int64))
+    ref = np.exp(x)
+    assert np.all(np.abs(out - ref) <= 2 * np.spacing(ref))

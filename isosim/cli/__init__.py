@@ -4,14 +4,23 @@ Each subcommand lives in its own module of this package and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a function
 ``run(args) -> int``. User mistakes raise :class:`isosim.errors.IsosimInputError`
 and end here as one line on stderr with exit code 2.
+
+A subcommand whose work is all done when ``run`` returns (its files closed, its worker pools
+joined, no thread left) may also set ``exit_at_once=True``: the ``isosim`` program then ends
+with ``os._exit`` after flushing its output, skipping the interpreter's teardown of the modules
+it loaded (about 0.2-0.3 s after pandas and Numba, a tenth of a plan's wall time).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ..errors import IsosimInputError
+
+#: how an exit_at_once subcommand ends the process (``os._exit``: no interpreter teardown)
+_exit = os._exit
 
 #: subcommand modules, in the order ``isosim --help`` lists them
 SUBCOMMANDS = ("reproduce", "figures", "simulate", "sweep", "fit", "plan", "calibrate", "theory", "lm", "bench")
@@ -44,8 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return _run(build_parser().parse_args(argv))
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except IsosimInputError as exc:
@@ -60,4 +71,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_main() -> None:
-    sys.exit(main())
+    """The ``isosim`` program: :func:`main` on the command line, then its exit code (at once, after
+    flushing stdout and stderr, for a subcommand that sets ``exit_at_once``)."""
+    args = build_parser().parse_args()
+    code = _run(args)
+    if getattr(args, "exit_at_once", False):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (BrokenPipeError, ValueError):  # a reader that closed the pipe; a closed stream
+                pass
+        _exit(code)
+    sys.exit(code)

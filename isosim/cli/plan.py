@@ -37,7 +37,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="simulate the three best allocations (2 seeds each)")
     p.add_argument("--seeds", type=positive_int, default=2, help="seeds per allocation with --verify (default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_at_once=True)  # it writes stdout only and joins its workers
     return p
 
 
