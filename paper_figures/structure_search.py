@@ -16,6 +16,12 @@ ones) and finding 8's decline of the largest n at D = 500 need training on some 
 * **split skills** (``split``): the skill map that says which strategies solve problem ``i`` is
   ``sqrt(1 - a_i) W + sqrt(a_i) W2`` with ``a_i = sigmoid(split * h_i)``, so hard problems' solvers
   follow a map of their own and what the shared ``V`` learns on them is wrong for easy problems;
+  ``split_corr`` (default 0: ``W2`` drawn independently) makes ``W2``'s columns correlate with
+  ``W``'s, ``W2 ~ split_corr W + sqrt(1 - split_corr^2) W'`` (columns renormalised): at -1 the
+  strategies that solve a problem of the other style are those that fail a problem of the base's
+  style with the same embedding, a *signed* interference (what the shared map learns on hard
+  problems moves easy problems' mass onto their wrong strategies), where the independent map's
+  is noise that averages out;
 * ``off``: hard_probes.py's switch that stops the shared preferences ``beta`` or the skill map
   ``V`` from learning, to see which of them carries what hard-only training gives easy problems;
 * model knobs where a candidate names them, among them a narrower ``generality`` (``generality_a``,
@@ -88,6 +94,9 @@ GRIDS = (
     ("few solvers on hard problems (difficulty 3, prior and embedding spread 4) with key memory",
      [[{"tau": 3.0, "keys": 32, "key_scale": ks}, {"shared": sh, "prior_scale": 4.0, "embed_scale": 4.0}]
       for ks in (7.0, 10.0, 15.0) for sh in (0.06, 0.1)]),
+    ("style with anti-correlated split skills (signed interference)",
+     _grid({"gamma": [2.0, 4.0], "split": [1.0, 3.0], "split_corr": [-1.0, -0.5]}, {"shared": [0.08, 0.1]},
+           {"style_c": 0.5})),
     ("which shared path carries what hard-only training gives easy problems",
      [[{"off": off}, {}] for off in ("beta", "v")]
      + [[{"gamma": 4.0, "style_c": 0.5, "split": 3.0, "off": off}, {"shared": 0.1}] for off in ("beta", "v")]),
@@ -98,9 +107,10 @@ class Style(Structure):
     """hard_structure.py's probe plus a style of strategies and split skill maps (module docstring).
     Every new draw comes from a generator of its own, so with ``gamma`` 0 the problems are hard_structure's."""
 
-    def __init__(self, gamma: float = 0.0, style_c: float = 0.0, split: float = 0.0, **structure):
+    def __init__(self, gamma: float = 0.0, style_c: float = 0.0, split: float = 0.0, split_corr: float = 0.0,
+                 **structure):
         super().__init__(**structure)
-        self.gamma, self.style_c, self.split = gamma, style_c, split
+        self.gamma, self.style_c, self.split, self.split_corr = gamma, style_c, split, split_corr
         self.rng_style = np.random.default_rng(99)
 
     def make_world(self, cfg, rng):
@@ -109,7 +119,12 @@ class Style(Structure):
         world["d"] = d
         if self.split and "W" in world:
             w = np.random.default_rng(6060).normal(size=world["W"].shape)
-            world["W2"] = w / np.linalg.norm(w, axis=0, keepdims=True)
+            w = w / np.linalg.norm(w, axis=0, keepdims=True)
+            if self.split_corr:
+                r = self.split_corr
+                w = r * world["W"] + np.sqrt(1.0 - r * r) * w
+                w = w / np.linalg.norm(w, axis=0, keepdims=True)
+            world["W2"] = w
         if self.style_c:
             c = self.style_c
             world["beta0"] = np.sqrt(1 - c) * world["beta0"] - np.sqrt(c) * cfg.prior_scale * d

@@ -235,9 +235,10 @@ def _softmax_row(logits, pi, logpi):
         logpi[s] = logits[s] - lz
 
 
-_LOG2E = 1.4426950408889634
-_LN2_HI = 0.6931471803691238  # ln 2 = _LN2_HI + _LN2_LO, the high part exact in 32 bits
-_LN2_LO = 1.9082149292705877e-10
+#: the constants of :func:`exp_nonpositive`'s argument reduction (the mean field's exponential reads them too)
+LOG2E = 1.4426950408889634
+LN2_HI = 0.6931471803691238  # ln 2 = LN2_HI + LN2_LO, the high part exact in 32 bits
+LN2_LO = 1.9082149292705877e-10
 _C0, _C1, _C2, _C3, _C4, _C5, _C6 = 1.0, 1.0, 1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720
 _C7, _C8, _C9, _C10, _C11, _C12, _C13 = 1 / 5040, 1 / 40320, 1 / 362880, 1 / 3628800, 1 / 39916800, \
     1 / 479001600, 1 / 6227020800
@@ -260,9 +261,9 @@ def exp_nonpositive(x, out, k1, k2):
     f2 = k2.view(np.float64)
     for j in range(N):
         xj = max(x[j], -745.0)
-        ki = np.int64(xj * _LOG2E - 0.5)
+        ki = np.int64(xj * LOG2E - 0.5)
         k = np.float64(ki)
-        r = (xj - k * _LN2_HI) - k * _LN2_LO
+        r = (xj - k * LN2_HI) - k * LN2_LO
         q = _C13 * r + _C12
         q = q * r + _C11
         q = q * r + _C10
