@@ -262,3 +262,18 @@ def test_a_plan_run_as_a_program_prints_its_whole_output(tmp_path):
                           "--b-max", "64", "--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == ""
     assert json.loads(out.stdout)["n"] >= 2
+
+
+@pytest.mark.parametrize("command", [["plan", "--pass-rates", "{rates}", "--budget", "2e3", "--b-max", "64", "--json"],
+                                     ["simulate", "--n", "2", "--b-problem", "2", "--steps", "2", "--train-size", "20",
+                                      "--val-size", "10", "--json"]])
+def test_output_to_a_closed_pipe_ends_quietly(tmp_path, command):
+    """A reader that goes away before the output (``isosim ... | head -c 1``): exit code 1 and no
+    traceback, with and without exit_at_once."""
+    rates = tmp_path / "rates.csv"
+    rates.write_text("pass_rate\n0.3\n0.5\n0.4\n")
+    p = subprocess.Popen([sys.executable, "-m", "isosim", *[a.format(rates=rates) for a in command]],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 1 and err == ""

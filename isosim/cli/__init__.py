@@ -72,9 +72,15 @@ def _run(args: argparse.Namespace) -> int:
 
 def run_main() -> None:
     """The ``isosim`` program: :func:`main` on the command line, then its exit code (at once, after
-    flushing stdout and stderr, for a subcommand that sets ``exit_at_once``)."""
+    flushing stdout and stderr, for a subcommand that sets ``exit_at_once``). Output to a pipe
+    whose reader has gone ends the program quietly with exit code 1, as Python's documentation
+    advises, instead of with a traceback."""
     args = build_parser().parse_args()
-    code = _run(args)
+    try:
+        code = _run(args)
+    except BrokenPipeError:  # the reader of stdout went away (``isosim plan ... | head``): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that no later flush fails again
+        code = 1
     if getattr(args, "exit_at_once", False):
         for stream in (sys.stdout, sys.stderr):
             try:
