@@ -614,6 +614,19 @@ def test_held_out_protocol_and_alternatives_hand_computed():
     assert scalerl_per_n().pilots == "all"
 
 
+def test_a_scalerl_fit_on_as_many_points_as_parameters_warns_nothing():
+    """Three pilot points for three parameters: the covariance cannot be estimated, which the
+    predictor never reads, so no OptimizeWarning reaches the user."""
+    import warnings
+
+    from isosim.lm.heldout import fit_scalerl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_scalerl({1000: 0.3, 4000: 0.42, 16000: 0.47}, 0.2)
+    assert fit is not None and 0.47 <= fit[0] <= 1.0
+
+
 def test_scalerl_fit_recovers_a_known_curve():
     from isosim.lm.heldout import Pilots, fit_scalerl, scalerl_curve, scalerl_per_n
 

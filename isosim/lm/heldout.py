@@ -358,8 +358,12 @@ def scalerl_curve(c, r0, a, c_mid, b):
 def fit_scalerl(points: dict[int, float], r0: float) -> tuple[float, float, float] | None:
     """Least-squares (scipy.optimize.curve_fit, bounded) fit of A, C_mid, B of the ScaleRL curve
     with R0 fixed at the base value, to the points {C: value}; ``None`` with fewer than 2 points
-    or when the fit fails. Bounds: A in [R0, 1], C_mid in [1, 1e12], B in [0.05, 5]."""
-    from scipy.optimize import curve_fit
+    or when the fit fails. Bounds: A in [R0, 1], C_mid in [1, 1e12], B in [0.05, 5]. Only the
+    estimates are used, so SciPy's warning that their covariance cannot be estimated (two or
+    three points for three parameters) is not shown."""
+    import warnings
+
+    from scipy.optimize import OptimizeWarning, curve_fit
 
     if len(points) < 2:
         return None
@@ -369,9 +373,11 @@ def fit_scalerl(points: dict[int, float], r0: float) -> tuple[float, float, floa
     a0 = float(np.clip(max(v.max(), r0) + 0.05, lo_a + 1e-9, 1.0))
     cmid0 = float(np.exp(np.mean(np.log(c))))
     try:
-        popt, _ = curve_fit(lambda x, a, lc, b: scalerl_curve(x, r0, a, 10.0 ** lc, b), c, v,
-                            p0=[a0, math.log10(cmid0), 1.0],
-                            bounds=([lo_a, 0.0, 0.05], [1.0, 12.0, 5.0]), maxfev=20000)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OptimizeWarning)
+            popt, _ = curve_fit(lambda x, a, lc, b: scalerl_curve(x, r0, a, 10.0 ** lc, b), c, v,
+                                p0=[a0, math.log10(cmid0), 1.0],
+                                bounds=([lo_a, 0.0, 0.05], [1.0, 12.0, 5.0]), maxfev=20000)
     except (RuntimeError, ValueError):
         return None
     return float(popt[0]), float(10.0 ** popt[1]), float(popt[2])
