@@ -224,13 +224,19 @@ class _Exited(Exception):
     pass
 
 
-def test_the_program_ends_at_once_after_a_plan_with_its_output_written(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def rates(tmp_path):
+    """A pass-rate file of three easy problems: a plan of it takes about a second."""
+    path = tmp_path / "rates.csv"
+    path.write_text("pass_rate\n0.3\n0.5\n0.4\n")
+    return path
+
+
+def test_the_program_ends_at_once_after_a_plan_with_its_output_written(rates, tmp_path, monkeypatch, capsys):
     """``isosim plan`` sets exit_at_once: the program flushes its output and calls os._exit with
     the plan's exit code; a subcommand without it (simulate) ends through sys.exit."""
     import isosim.cli as cli
 
-    rates = tmp_path / "rates.csv"
-    rates.write_text("pass_rate\n0.3\n0.5\n0.4\n")
     codes = []
 
     def fake_exit(code):
@@ -255,9 +261,7 @@ def test_the_program_ends_at_once_after_a_plan_with_its_output_written(tmp_path,
     assert done.value.code == 0 and codes == [0, 2]
 
 
-def test_a_plan_run_as_a_program_prints_its_whole_output(tmp_path):
-    rates = tmp_path / "rates.csv"
-    rates.write_text("pass_rate\n0.3\n0.5\n0.4\n")
+def test_a_plan_run_as_a_program_prints_its_whole_output(rates):
     out = subprocess.run([sys.executable, "-m", "isosim", "plan", "--pass-rates", str(rates), "--budget", "2e3",
                           "--b-max", "64", "--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stderr == ""
@@ -267,11 +271,9 @@ def test_a_plan_run_as_a_program_prints_its_whole_output(tmp_path):
 @pytest.mark.parametrize("command", [["plan", "--pass-rates", "{rates}", "--budget", "2e3", "--b-max", "64", "--json"],
                                      ["simulate", "--n", "2", "--b-problem", "2", "--steps", "2", "--train-size", "20",
                                       "--val-size", "10", "--json"]])
-def test_output_to_a_closed_pipe_ends_quietly(tmp_path, command):
+def test_output_to_a_closed_pipe_ends_quietly(rates, command):
     """A reader that goes away before the output (``isosim ... | head -c 1``): exit code 1 and no
     traceback, with and without exit_at_once."""
-    rates = tmp_path / "rates.csv"
-    rates.write_text("pass_rate\n0.3\n0.5\n0.4\n")
     p = subprocess.Popen([sys.executable, "-m", "isosim", *[a.format(rates=rates) for a in command]],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()

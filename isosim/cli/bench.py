@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from ..experiments.bench import PLAN_ENSEMBLE, run_benchmarks
     from ..sim.config import SimConfig
 
-    ensemble = model_config_text(SimConfig(), PLAN_ENSEMBLE, {"metric": "avg@4"})
+    ensemble = None if args.no_plan else model_config_text(SimConfig(), PLAN_ENSEMBLE, {"metric": "avg@4"})
     res = run_benchmarks(steps=args.steps, sweep=not args.no_sweep, plan=not args.no_plan, plan_model_config=ensemble)
     if args.json:
         print_json(res)

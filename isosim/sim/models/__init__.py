@@ -38,7 +38,8 @@ from .base import ModelSection, PathScales, Problems, pass_rates_of_logits, two_
 #: the registered models by name; adding one is a new module and one entry here
 MODELS: dict[str, ModuleType] = {m.NAME: m for m in (tabular, strategies, features)}
 
-__all__ = ["MODELS", "ModelSection", "PathScales", "Problems", "learn_mask", "model_module", "pass_rates_of_logits", "two_outcome"]
+__all__ = ["MODELS", "ModelSection", "PathScales", "Problems", "learn_mask", "model_module", "pass_rates_of_logits",
+           "two_outcome"]
 
 
 def model_module(cfg: ModelSection) -> ModuleType:
