@@ -12,7 +12,7 @@ best validation avg@4 per n, the RMS difference from the study's levels (the sco
 knob was chosen by), and the CPU seconds of its three sweeps (this process and its workers), the
 least over two passes, each in fresh stores, the second in reverse order. Each pass journals
 what it measured, so a rerun on the same ``--root`` reads the journals instead of running again.
-The default is measured in the same run as the others, so the cost ratios are from one session.
+The default is measured in the same run as the others, so the cost ratios are from one run.
 No finding is evaluated here: calibration and evaluation share no seed.
 
     python paper_figures/model_size.py [--root isosim-out/model-size] [--out paper_figures/model_size.md]

@@ -171,3 +171,17 @@ def regenerate() -> list[str]:
 
 if __name__ == "__main__":
     print("rewrote: " + (", ".join(regenerate()) or "nothing (every block already matches)"))
+
+
+#: what the shipped text must not say: files outside the repository (the study is cited as the
+#: paper), the project's issue numbers, and the computer a measurement was made on as "this machine"
+OFF_LIMITS = re.compile(r"PAPER_NOTES|\.\./shared/|\bissues? #?\d+|this machine|project's machines", re.IGNORECASE)
+
+
+def test_shipped_text_cites_the_paper_and_speaks_of_the_product():
+    files = [README, *ROOT.glob("docs/**/*.md"), *ROOT.glob("paper_figures/*.md"), *ROOT.glob("isosim/**/*.py"),
+             *ROOT.glob("paper_figures/**/*.py"), *ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("tests/*.py")]
+    hits = [f"{f.relative_to(ROOT)}:{i}: {m.group(0)}" for f in files
+            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
+            for m in OFF_LIMITS.finditer(line) if f != Path(__file__).resolve()]
+    assert not hits, "\n".join(hits)

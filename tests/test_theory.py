@@ -259,7 +259,7 @@ def test_beta_monte_carlo():
 
 # --------------------------------------------------------------------------- zero signal
 def test_nonzero_signal_reference_values():
-    # PAPER_NOTES: p = 0.01 -> 0.077 (n=8), 0.474 (n=64); p = 0.05 -> 0.337, 0.962
+    # the study's values (arXiv 2603.12151): p = 0.01 -> 0.077 (n=8), 0.474 (n=64); p = 0.05 -> 0.337, 0.962
     for p_, n_, ref in ((0.01, 8, 0.077), (0.01, 64, 0.474), (0.05, 8, 0.337), (0.05, 64, 0.962)):
         assert round(float(th.nonzero_signal_prob(p_, n_)), 3) == ref
 

@@ -53,7 +53,7 @@ def _run_lm(args: argparse.Namespace) -> int:
 
 
 def check_device(device: str) -> None:
-    """Refuse a torch device this machine does not have (one line, before any work)."""
+    """Refuse a torch device the host does not have (one line, before any work)."""
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():

@@ -221,7 +221,7 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     A run is simulated once however many of the sweeps hold it: its key is its config's content
     hash and its replicate, and with one root seed the same key is the same simulation. It is
     written to every store that lacks it, and one already stored in any of the stores is copied
-    to the others instead of run again. When the workers run on this machine (no ``address``),
+    to the others instead of run again. When the workers run on the local host (no ``address``),
     the kernels are compiled here first (:func:`isosim.sim.run.compile_kernels`): forked workers
     inherit them and spawned ones read the cache, instead of each compiling them.
     """
@@ -252,7 +252,7 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     label = f"sweep {jobs[0][0].id}" if len(jobs) == 1 else f"{len(jobs)} sweeps"
     if not todo:
         return stores
-    if address is None:  # workers on this machine: compile once here, not once per worker
+    if address is None:  # workers on the local host: compile once here, not once per worker
         note_compiling(progress)
         compile_kernels()
     with make_executor(backend, address=address, workers=workers) as ex, progress_bar(len(todo), label, progress) as bar:
