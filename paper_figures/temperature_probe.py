@@ -40,17 +40,15 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import os
 import sys
 import time
 import types
-from multiprocessing import get_context
 
 import numpy as np
 from calibrate_confidence import _table, write_report
 from hard_probes import STUDY, WORLD
-from structure_search import LEVELS, MARGIN, Style, _curve, _declines, _forgets, _key, _label, _row
+from structure_search import LEVELS, MARGIN, Style, _curve, _declines, _forgets, _key, _label, _row, journalled
 
 import isosim.sim.twin as twin
 from isosim import SimConfig, build_population, simulate
@@ -184,18 +182,8 @@ def main(argv=None) -> int:
     if args.workers < 1:
         print(f"temperature_probe.py: --workers must be at least 1, got {args.workers}", file=sys.stderr)
         return 2
-    done = {}
-    if os.path.exists(args.journal):
-        with open(args.journal) as f:
-            done = {_key([r["probe"], r["model"]]): r for r in map(json.loads, f)}
-    todo = [c for c in CANDIDATES if _key(c) not in done]
     t0 = time.time()
-    with get_context("fork").Pool(args.workers) as pool, open(args.journal, "a") as f:
-        for r in pool.imap_unordered(measure, todo):
-            f.write(json.dumps(r) + "\n")
-            f.flush()
-            done[_key([r["probe"], r["model"]])] = r
-            print(r["probe"], r["score"], flush=True)
+    done, todo = journalled(measure, list(CANDIDATES), args.journal, args.workers)
     rows = [done[_key(c)] for c in CANDIDATES]
     forgets = [_label(r["probe"], r["model"]) for r in rows if _forgets(r, "easy") or _forgets(r, "very-easy")]
     declines = [_label(r["probe"], r["model"]) for r in rows if _declines(r)]
