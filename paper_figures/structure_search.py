@@ -234,6 +234,20 @@ def summary(rows: list[dict]) -> list[str]:
     ]
 
 
+def search_args(name: str, doc: str, argv=None) -> argparse.Namespace | None:
+    """The command line of a journalled search ``paper_figures/<name>.py``: ``--journal``, ``--out``
+    and ``--workers``; None (after one line on stderr) when ``--workers`` is below 1."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--journal", default=f"paper_figures/{name}.jsonl", help="finished candidates (resumable)")
+    ap.add_argument("--out", default=f"paper_figures/{name}.md", help="the report")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    args = ap.parse_args(argv)
+    if args.workers < 1:
+        print(f"{name}.py: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+        return None
+    return args
+
+
 def journalled(measure, specs: list, journal: str, workers: int) -> tuple[dict, list]:
     """``measure([probe, model])`` for every spec of ``specs`` the ``journal`` (JSON lines, each a
     measured row with its ``probe`` and ``model``) does not hold yet, ``workers`` at a time, each row
@@ -254,13 +268,8 @@ def journalled(measure, specs: list, journal: str, workers: int) -> tuple[dict, 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--journal", default="paper_figures/structure_search.jsonl", help="finished candidates (resumable)")
-    ap.add_argument("--out", default="paper_figures/structure_search.md", help="the report")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    args = ap.parse_args(argv)
-    if args.workers < 1:
-        print(f"structure_search.py: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+    args = search_args("structure_search", __doc__, argv)
+    if args is None:
         return 2
     specs = [s for _, grid in GRIDS for s in grid]
     t0 = time.time()

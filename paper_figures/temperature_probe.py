@@ -38,17 +38,26 @@ best best@4 (coverage); the study's split is a larger n for best@4 than for wors
 """
 from __future__ import annotations
 
-import argparse
 import inspect
-import os
-import sys
 import time
 import types
 
 import numpy as np
 from calibrate_confidence import _table, write_report
 from hard_probes import STUDY, WORLD
-from structure_search import LEVELS, MARGIN, Style, _curve, _declines, _forgets, _key, _label, _row, journalled
+from structure_search import (
+    LEVELS,
+    MARGIN,
+    Style,
+    _curve,
+    _declines,
+    _forgets,
+    _key,
+    _label,
+    _row,
+    journalled,
+    search_args,
+)
 
 import isosim.sim.twin as twin
 from isosim import SimConfig, build_population, simulate
@@ -174,13 +183,8 @@ def _theta_row(r: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--journal", default="paper_figures/temperature_probe.jsonl", help="finished candidates (resumable)")
-    ap.add_argument("--out", default="paper_figures/temperature_probe.md", help="the report")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    args = ap.parse_args(argv)
-    if args.workers < 1:
-        print(f"temperature_probe.py: --workers must be at least 1, got {args.workers}", file=sys.stderr)
+    args = search_args("temperature_probe", __doc__, argv)
+    if args is None:
         return 2
     t0 = time.time()
     done, todo = journalled(measure, list(CANDIDATES), args.journal, args.workers)
