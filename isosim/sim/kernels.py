@@ -122,15 +122,22 @@ C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T = range(4)
 @njit(cache=True, error_model="numpy")
 def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out, u_cols, u_ncols):
     """``out = L0[i] + bs * beta + vs * Z[i] @ V (+ us * U[urow] when urow >= 0)``; with a column
-    list (``u_ncols`` of U's length) only U's listed columns are added (the others are zero)."""
+    list (``u_ncols`` of U's length) only U's listed columns are added (the others are zero). A path
+    whose scale is 0 is skipped: its parameters never move from 0, so its terms are zeros (a model
+    without shared paths, the no-interference ablations, does not pay for the rank-r product)."""
     S = L0.shape[1]
     r = Z.shape[1]
-    for s in range(S):
-        out[s] = L0[i, s] + bs * beta[s]
-    for k in range(r):
-        zk = vs * Z[i, k]
+    if bs != 0.0:
         for s in range(S):
-            out[s] += zk * V[k, s]
+            out[s] = L0[i, s] + bs * beta[s]
+    else:
+        for s in range(S):
+            out[s] = L0[i, s]
+    if vs != 0.0:
+        for k in range(r):
+            zk = vs * Z[i, k]
+            for s in range(S):
+                out[s] += zk * V[k, s]
     if urow >= 0:
         if u_ncols.shape[0] == U.shape[0]:
             for c in range(u_ncols[urow]):
