@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -283,6 +284,39 @@ def test_a_plan_with_other_knobs_says_the_ranking_error_was_measured_on_the_defa
     out = json.loads(capsys.readouterr().out)
     assert out["confidence"]["measured_on_these_knobs"] is False
     assert "with its default knobs (this plan uses others" in out["reasoning"]
+
+
+def test_no_ensemble_plans_with_the_calibrated_best_fit_alone(rates, tmp_path, capsys):
+    """``--no-ensemble`` keeps the model config's best fit (the same plan as its model and algo
+    sections without the file's ensemble) and drops the ensemble's confidence; without it the
+    ensemble sets the confidence."""
+    from isosim.calibrate.config_file import model_config_text, read_model_config
+    from isosim.sim.config import SimConfig
+    from isosim.sim.population import load_pass_rates
+
+    cfg = tmp_path / "calibrated.toml"
+    cfg.write_text(model_config_text(SimConfig().replace(algo={"lr": 0.02}), [{"lr": 0.02}, {"lr": 0.04}],
+                                     {"metric": "avg@4"}))
+    args = ["--pass-rates", str(rates), "--budget", "2e4", "--b-max", "256", "--json", "--model-config", str(cfg)]
+    outs = []
+    for extra in ([], ["--no-ensemble"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # nothing but the plan: no NaN warnings from the ensemble's band
+            assert _run([*args, *extra]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    with_ensemble, alone = outs
+    assert with_ensemble["confidence"]["source"] == "ensemble"
+    assert "source" not in alone["confidence"] and all("n_low" not in pt for pt in alone["n_star_curve"])
+    mc = read_model_config(cfg)
+    direct = plan(load_pass_rates(rates), 2e4, 256, "avg@4", mc.config.model, mc.config.algo)
+    assert (alone["n"], alone["B_problem"], alone["M"]) == (direct.best.n, direct.best.b_problem, direct.best.steps)
+    assert (with_ensemble["n"], with_ensemble["B_problem"]) == (alone["n"], alone["B_problem"])
+
+
+def test_no_ensemble_without_a_model_config_is_bad_input(rates):
+    """``--no-ensemble`` on the defaults names what it needs (one line, exit 2 through the CLI)."""
+    with pytest.raises(IsosimInputError, match="--no-ensemble needs --model-config"):
+        _run(["--pass-rates", str(rates), "--budget", "2e4", "--b-max", "256", "--no-ensemble"])
 
 
 def test_a_plan_imports_neither_scipy_special_nor_scipy_stats():

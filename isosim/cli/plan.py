@@ -17,7 +17,8 @@ Recommend the rollout allocation (n rollouts per problem, B_problem problems per
 n * B_problem <= B_max, n * B_problem * M <= C) for a base model's per-problem pass rates, from
 the mean-field dynamics of a surrogate trained by GRPO (seconds, no simulation). --verify checks
 the three best allocations with a small simulated sweep. --model-config plans with a model
-calibrated to pilot runs (`isosim calibrate`), and takes the confidence from its ensemble."""
+calibrated to pilot runs (`isosim calibrate`), and takes the confidence from its ensemble;
+--no-ensemble plans with its best fit alone, as fast as a plan with the defaults."""
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -34,6 +35,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--model-config", metavar="FILE",
                    help="plan with a calibrated model (the TOML `isosim calibrate --out` writes, or any config "
                         "file): its model and algo sections, and its ensemble for the confidence")
+    p.add_argument("--no-ensemble", action="store_true",
+                   help="with --model-config: plan with its best fit alone, without integrating every n once per "
+                        "ensemble member (a plan with the defaults' speed; its confidence then comes from the "
+                        "ranking error measured on the default knobs, as without a model config)")
     p.add_argument("--verify", action="store_true", help="simulate the three best allocations (2 seeds each)")
     p.add_argument("--seeds", type=positive_int, default=2, help="seeds per allocation with --verify (default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -47,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise IsosimInputError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.no_ensemble and args.model_config is None:
+        raise IsosimInputError("--no-ensemble needs --model-config (only a calibrated model config has an ensemble)")
     model, algo, ensemble = ModelConfig(kind=args.model or "strategies"), None, None
     if args.model_config is not None:
         from ..calibrate.config_file import read_model_config
@@ -54,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         if args.model is not None:
             raise IsosimInputError("give --model or --model-config, not both (the model config names its model)")
         mc = read_model_config(args.model_config)
-        model, algo, ensemble = mc.config.model, mc.config.algo, mc.members()[1:]
+        model, algo = mc.config.model, mc.config.algo
+        ensemble = None if args.no_ensemble else mc.members()[1:]
     values = load_pass_rates(args.pass_rates)
     result = plan(values, args.budget, args.b_max, args.metric, model, algo, verify=args.verify, seeds=args.seeds,
                   ensemble=ensemble)

@@ -473,7 +473,9 @@ def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: 
         per.append(predict(m_base, allocs, p.budget, m_pop, **opts))
     table = np.array([n_star(c, p.metric, grid=grid, hold=True).set_index("compute")["n"].reindex(grid)
                       .to_numpy(float) for c in per])
-    curve = pd.DataFrame({"compute": grid, "n_low": np.nanmin(table, axis=0), "n_high": np.nanmax(table, axis=0)})
+    # fmin / fmax skip NaN (a grid point where a member has no n*) and give NaN where all are, silently
+    curve = pd.DataFrame({"compute": grid, "n_low": np.fmin.reduce(table, axis=0),
+                          "n_high": np.fmax.reduce(table, axis=0)})
     return replace(p, ensemble=EnsembleAgreement(tuple(int(x) for x in table[:, -1]), p.best.n, bp, curve))
 
 
