@@ -123,8 +123,8 @@ C_TOKENS, C_ZERO_VAR, C_GROUPS, C_ADAM_T = range(4)
 def _logits_row(L0, Z, beta, V, U, i, urow, bs, vs, us, out, u_cols, u_ncols):
     """``out = L0[i] + bs * beta + vs * Z[i] @ V (+ us * U[urow] when urow >= 0)``; with a column
     list (``u_ncols`` of U's length) only U's listed columns are added (the others are zero). A path
-    whose scale is 0 is skipped: its parameters never move from 0, so its terms are zeros (a model
-    without shared paths, the no-interference ablations, does not pay for the rank-r product)."""
+    whose scale is 0 is skipped: it would add 0 times its (finite) parameters, zeros, so a model
+    without shared paths (the no-interference ablations) does not pay for the rank-r product."""
     S = L0.shape[1]
     r = Z.shape[1]
     if bs != 0.0:
