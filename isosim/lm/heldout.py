@@ -34,14 +34,12 @@ from typing import Callable
 import numpy as np
 
 from ..errors import IsosimInputError
+from ..study.paper import STUDY_Q1
 from .compare import n_star
 
 #: the study's fitted n*(C) law, log2 n* = L / (1 + exp(-k (log10 C - log10 C0))) + b, at B_problem 32
-#: (the Q1 fits read off the study's figures: Cheng, Xie, Qu, Setlur et al., arXiv 2603.12151)
-STUDY_LAW = {
-    "easy": {"L": 6.09, "k": 4.75, "log10_C0": 5.84, "b": 2.73},
-    "hard": {"L": 4.47, "k": 7.23, "log10_C0": 5.84, "b": 2.79},
-}
+#: (:data:`isosim.study.paper.STUDY_Q1`)
+STUDY_LAW = STUDY_Q1
 
 
 # --- the measured curves, per seed, and the interval of n*(C) ----------------------------------

@@ -16,12 +16,8 @@ from ..experiments.executors import fork_map
 from ..experiments.sweep import SweepSpec
 from ..sim.config import SimConfig
 from .findings import FINDINGS, Results, based_on, check_findings, fit_n_star, sweep_specs
+from .paper import STUDY_Q1
 
-#: the study's Q1 fits at B_problem = 32, read off its figures (arXiv 2603.12151)
-STUDY_Q1 = {
-    "easy": {"L": 6.09, "k": 4.75, "log10_C0": 5.84, "b": 2.73},
-    "hard": {"L": 4.47, "k": 7.23, "log10_C0": 5.84, "b": 2.79},
-}
 METRIC = "avg@4"
 
 
