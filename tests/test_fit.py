@@ -344,3 +344,14 @@ def test_load_runs_reads_a_sweep_directory(tmp_path):
     runs = load_runs(store.root, "best@4")
     assert {"run", "n", "B_problem", "compute", "best@4"} <= set(runs.columns)
     assert runs["n"].nunique() == 3
+
+
+def test_analyse_runs_starts_each_curve_from_its_evaluations_before_training(example_runs):
+    d = example_runs.copy()
+    start = d.groupby("run", as_index=False).first().assign(step=0)
+    start["avg@4"] = 0.2 + 0.001 * (start["n"] == 8)
+    result = analyse_runs(pd.concat([start, d], ignore_index=True), n_boot=0)
+    for (n,), curve in result.curves.items():
+        assert curve.R0 == pytest.approx(0.201 if n == 8 else 0.2, abs=1e-12)
+    without = analyse_runs(d, n_boot=0)
+    assert all(c.R0 != pytest.approx(0.2, abs=1e-3) for c in without.curves.values())

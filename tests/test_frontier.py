@@ -17,6 +17,7 @@ from isosim.analysis.frontier import (
     fit_reward_curve,
     frontier,
     frontier_at,
+    initial_values,
     log_grid,
     record_breaking,
     sensitivity,
@@ -159,6 +160,45 @@ def test_scalerl_curve_recovers_known_parameters(seed):
     assert fit.r2 > 0.95
     assert (fit.c_min, fit.c_max) == (c.min(), c.max())
     assert fit.predict(fit.C_mid) == pytest.approx((fit.R0 + fit.A) / 2)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scalerl_curve_with_a_measured_start_recovers_the_other_parameters(seed):
+    rng = np.random.default_rng(seed)
+    c = np.logspace(4, 8, 80)
+    sigma = 0.01
+    y = scalerl(c, **TRUE_CURVE) + rng.normal(0, sigma, c.size)
+    fit = fit_reward_curve(c, y, r0=0.3)
+    assert fit.R0 == pytest.approx(0.3, abs=1e-12)
+    se = standard_errors(c, sigma, TRUE_CURVE)[1:]  # with R0 free: at least as wide as with it known
+    est = np.array([fit.A, math.log10(fit.C_mid), fit.B])
+    assert np.all(np.abs(est - np.array([0.7, 6.0, 1.5])) < 4 * se), (est, se)
+
+
+def test_a_measured_start_keeps_a_late_rising_curve_at_its_start():
+    # a curve that has barely moved at its first points, then rises: left free, R0 sits on those
+    # first points (above where every run started); with R0 measured it starts there
+    c = np.logspace(4.5, 7, 12)
+    start = 0.023
+    y = scalerl(c, start, 0.2, 2e6, 3.0) + np.where(c < 1e5, 0.004, 0.0)
+    free = fit_reward_curve(c, y, loss="linear")
+    pinned = fit_reward_curve(c, y, loss="linear", r0=start)
+    assert free.predict(1e3) > start + 0.001
+    assert pinned.predict(1e3) == pytest.approx(start, abs=1e-6)
+
+
+def test_initial_values_are_each_groups_mean_before_training():
+    df = pd.DataFrame({"run": ["a", "a", "b", "b", "c"], "n": [8, 8, 8, 8, 64],
+                       "compute": [0.0, 10.0, 0.0, 10.0, 10.0], "value": [0.1, 0.5, 0.3, 0.6, 0.7]})
+    assert initial_values(df) == {(8,): pytest.approx(0.2)}
+
+
+def test_compute_optimal_curves_start_from_the_given_values():
+    df = two_n_runs()
+    out = compute_optimal(df, bucket=0, r0={(2,): 0.2, (64,): 0.2})
+    for fit in out.attrs["fits"].values():
+        assert fit.R0 == pytest.approx(0.2, abs=1e-12)
+    assert out["n"].is_monotonic_increasing
 
 
 def test_scalerl_fit_is_robust_to_outliers():

@@ -104,11 +104,13 @@ def fit_logistic(
     f_scale: float | None = None,
     x_name: str = "x",
     y_name: str = "y",
+    c_fixed: float | None = None,
 ) -> Logistic:
     """Fit y = c + a expit(s (x - m)) with a >= 0 (and s > 0 when ``slope_sign`` > 0).
 
     ``starts`` are (a, s, m, c) in data units; the default is a grid of 9 (or 18 with
-    both slope signs). Raises :class:`IsosimInputError` on data that cannot be fitted.
+    both slope signs). ``c_fixed``: the lower level c is this number, not fitted (the
+    other three are). Raises :class:`IsosimInputError` on data that cannot be fitted.
     """
     if loss not in LOSSES:
         raise IsosimInputError(f"unknown loss {loss!r}: expected one of {', '.join(LOSSES)}")
@@ -136,7 +138,14 @@ def fit_logistic(
         p0s = _default_starts(slope_sign)
     else:
         p0s = [np.array([a / ys, s * xs, (m - x0) / xs, (c - y0) / ys]) for a, s, m, c in starts]
-    p = _two_stage(u, v, p0s, lower, upper, loss, None if f_scale is None else f_scale / ys)
+    fixed = None
+    if c_fixed is not None:
+        fixed = (float(c_fixed) - y0) / ys
+        if not (np.isfinite(fixed) and lower[3] <= fixed <= upper[3]):
+            raise IsosimInputError(f"the fixed level {c_fixed!r} is not within the range the fit allows")
+        for p0 in p0s:
+            p0[3] = fixed
+    p = _two_stage(u, v, p0s, lower, upper, loss, None if f_scale is None else f_scale / ys, fixed)
     with np.errstate(all="ignore"):
         a, s, m, c = p[0] * ys, p[1] / xs, x0 + p[2] * xs, y0 + p[3] * ys
         resid = logistic(x, a, s, m, c) - y
@@ -146,25 +155,34 @@ def fit_logistic(
     return Logistic(float(a), float(s), float(m), float(c), r2, int(x.size))
 
 
-def _solve(u, v, p0, lower, upper, loss, f_scale):
+def _solve(u, v, p0, lower, upper, loss, f_scale, fixed=None):
+    """One least-squares fit from ``p0``; with ``fixed`` (standardised units) c is held there
+    and only (a, s, m) move. The result's ``x`` is always the four parameters."""
     from scipy.optimize import least_squares  # here: importing it costs a planner's start-up 0.2 s
 
+    free = slice(0, 3) if fixed is not None else slice(0, 4)
+
+    def full(q):
+        return q if fixed is None else np.append(q, fixed)
+
     span = upper - lower
-    p0 = np.clip(np.nan_to_num(p0), lower + 1e-9 * span, upper - 1e-9 * span)
+    p0 = np.clip(np.nan_to_num(p0), lower + 1e-9 * span, upper - 1e-9 * span)[free]
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = least_squares(
-                _residuals, p0, jac=_jacobian, bounds=(lower, upper), args=(u, v),
-                loss=loss, f_scale=f_scale, method="trf", x_scale="jac", max_nfev=_MAX_NFEV,
+                lambda q: _residuals(full(q), u, v), p0, jac=lambda q: _jacobian(full(q), u, v)[:, free],
+                bounds=(lower[free], upper[free]), loss=loss, f_scale=f_scale, method="trf", x_scale="jac",
+                max_nfev=_MAX_NFEV,
             )
     except (ValueError, np.linalg.LinAlgError, FloatingPointError):
         return None
+    res.x = full(res.x)
     return res if np.all(np.isfinite(res.x)) and np.isfinite(res.cost) else None
 
 
-def _two_stage(u, v, p0s, lower, upper, loss, f_scale):
-    results = [r for r in (_solve(u, v, p0, lower, upper, "linear", 1.0) for p0 in p0s) if r is not None]
+def _two_stage(u, v, p0s, lower, upper, loss, f_scale, fixed=None):
+    results = [r for r in (_solve(u, v, p0, lower, upper, "linear", 1.0, fixed) for p0 in p0s) if r is not None]
     if not results:
         raise IsosimInputError("the sigmoid fit did not converge from any start")
     best = min(results, key=lambda r: r.cost)
@@ -172,5 +190,5 @@ def _two_stage(u, v, p0s, lower, upper, loss, f_scale):
         return best.x
     if f_scale is None:
         f_scale = 1.4826 * float(np.median(np.abs(best.fun)))
-    robust = _solve(u, v, best.x, lower, upper, loss, max(f_scale, 1e-3))
+    robust = _solve(u, v, best.x, lower, upper, loss, max(f_scale, 1e-3), fixed)
     return (best if robust is None else robust).x

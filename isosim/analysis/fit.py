@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..errors import IsosimInputError
 from ._logistic import fit_logistic, logistic
-from .frontier import ScaleRLFit, fit_groups, frontier, group_ranges, log_grid, record_breaking
+from .frontier import ScaleRLFit, fit_groups, frontier, group_ranges, initial_values, log_grid, record_breaking
 from .n_star import n_star_envelope
 from .runs import require_two_n, validate_runs
 
@@ -290,8 +290,8 @@ def _num(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _n_star_law(records, ranges, grid, slack, curve_starts=None, law_starts=None, min_groups=2):
-    curves = fit_groups(records, ("n",), ranges=ranges, starts=curve_starts)
+def _n_star_law(records, ranges, grid, slack, curve_starts=None, law_starts=None, min_groups=2, r0=None):
+    curves = fit_groups(records, ("n",), ranges=ranges, starts=curve_starts, r0=r0)
     n_star = n_star_envelope(curves, grid, ("n",), slack, min_groups=min_groups)
     if n_star.empty:
         raise IsosimInputError(f"no compute point is reached by the fitted curves of {min_groups} or more values of n"
@@ -325,7 +325,9 @@ def analyse_runs(
     :func:`~isosim.analysis.frontier.compute_optimal`); the law is fitted on (log10 C, log2 n*).
     CIs: :func:`bootstrap_fit` over runs within each n (points when some n has a single
     run), refitting the whole pipeline warm-started from the full-data fit. Evaluations at
-    compute 0 are left out. ``curve_starts`` (per-n curves) and ``law_starts`` (law parameters
+    compute 0 are not points of the curves: where an n has them, their mean is the R0 its
+    curve starts from (every n starts from the same policy, so no n's curve can begin above
+    it). ``curve_starts`` (per-n curves) and ``law_starts`` (law parameters
     L, k, log10_C0, b) start the fits instead of the default grids: a refit of similar data,
     such as the same runs resampled, started from the all-data fit.
 
@@ -339,6 +341,7 @@ def analyse_runs(
     """
     runs = validate_runs(df, metric)
     data = runs.assign(value=runs[metric])[["run", "n", "B_problem", "compute", "value"]]
+    r0 = initial_values(data, ("n",))
     data = data[data["compute"] > 0].reset_index(drop=True)
     require_two_n(data, " with compute > 0")
     records = record_breaking(data, bucket=bucket)
@@ -346,11 +349,11 @@ def analyse_runs(
     lo, hi = min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values())
     grid = log_grid(lo, hi, points_per_decade)
     slack = 0.5 / points_per_decade
-    curves, n_star, law = _n_star_law(records, ranges, grid, slack, curve_starts, law_starts, min_groups)
+    curves, n_star, law = _n_star_law(records, ranges, grid, slack, curve_starts, law_starts, min_groups, r0)
     warm_law = [tuple(law.params().values())]
 
     def law_params(recs, rngs):
-        return _n_star_law(recs, rngs, grid, slack, curves, warm_law, min_groups)[2].params()
+        return _n_star_law(recs, rngs, grid, slack, curves, warm_law, min_groups, r0)[2].params()
 
     boot = None
     if n_boot > 0:

@@ -137,12 +137,16 @@ def fit_reward_curve(
     loss: str = "soft_l1",
     f_scale: float | None = None,
     starts: Iterable[ScaleRLFit] | None = None,
+    r0: float | None = None,
 ) -> ScaleRLFit:
     """Fit the ScaleRL curve R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) by robust least squares.
 
     In x = log10 C the curve is R0 + (A - R0) expit(B ln10 (x - log10 C_mid)), a logistic
     with amplitude A - R0 >= 0 and slope B > 0, so the fit is monotone non-decreasing.
     Several starts (or the given ``starts``); ``loss`` is any of scipy's robust losses.
+    ``r0``: R0, the reward before training (C -> 0), when it is measured; then only A,
+    C_mid and B are fitted. Left free, R0 is whatever level the first points suggest, and
+    a curve whose early points sit a little above the start can begin above it.
     """
     c = np.asarray(compute, dtype=float)
     if c.ndim == 1 and np.any(c[np.isfinite(c)] <= 0):
@@ -152,7 +156,7 @@ def fit_reward_curve(
     fit = fit_logistic(
         x, value, slope_sign=1, loss=loss, f_scale=f_scale,
         starts=None if starts is None else [s.as_start() for s in starts],
-        x_name="log10 compute", y_name="reward",
+        x_name="log10 compute", y_name="reward", c_fixed=r0,
     )
     return ScaleRLFit(
         R0=fit.c, A=fit.c + fit.a, C_mid=float(10.0**fit.m), B=fit.s / LN10,
@@ -173,12 +177,14 @@ def fit_groups(
     ranges: Mapping[tuple, tuple[float, float]] | None = None,
     starts: Mapping[tuple, ScaleRLFit] | None = None,
     loss: str = "soft_l1",
+    r0: Mapping[tuple, float] | None = None,
 ) -> dict[tuple, ScaleRLFit]:
     """One :func:`fit_reward_curve` per group of ``records`` (keys: tuples of group values).
 
     Each fit's [c_min, c_max] is the group's range in ``ranges`` (default: of ``records``).
-    Groups that cannot be fitted (too few distinct points, constant) are left out; if none
-    can be, :class:`IsosimInputError` says why.
+    ``r0``: each group's reward before training where it is measured (:func:`initial_values`),
+    which its curve then starts from. Groups that cannot be fitted (too few distinct points,
+    constant) are left out; if none can be, :class:`IsosimInputError` says why.
     """
     group = list(group)
     _require(records, value_col, compute_col, *group)
@@ -189,7 +195,8 @@ def fit_groups(
         key = _key(values if isinstance(values, tuple) else (values,))
         warm = None if starts is None or key not in starts else [starts[key]]
         try:
-            fit = fit_reward_curve(g[compute_col], g[value_col], loss=loss, starts=warm)
+            fit = fit_reward_curve(g[compute_col], g[value_col], loss=loss, starts=warm,
+                                   r0=None if r0 is None else r0.get(key))
         except IsosimInputError as exc:
             errors.append(f"{_label(group, key)}: {exc}")
             continue
@@ -204,6 +211,18 @@ def fit_groups(
 
 def _label(group: Sequence[str], key: tuple) -> str:
     return ", ".join(f"{g}={k}" for g, k in zip(group, key))
+
+
+def initial_values(
+    df: pd.DataFrame, group: Sequence[str] = ("n",), value_col: str = "value", compute_col: str = "compute"
+) -> dict[tuple, float]:
+    """Each group's mean value at compute 0 (its runs' evaluations before training), for the
+    groups that have one: the R0 their ScaleRL curves start from (:func:`fit_reward_curve`)."""
+    _require(df, value_col, compute_col, *group)
+    d = _numeric(df, value_col, compute_col)
+    d = d[d[compute_col] == 0]
+    means = d.groupby(list(group), sort=True)[value_col].mean()
+    return {_key(k if isinstance(k, tuple) else (k,)): float(v) for k, v in means.items()}
 
 
 def group_ranges(
@@ -241,9 +260,12 @@ def compute_optimal(
     slack_decades: float | None = None,
     starts: Mapping[tuple, ScaleRLFit] | None = None,
     min_groups: int = 1,
+    r0: Mapping[tuple, float] | None = None,
 ) -> pd.DataFrame:
     """Compute-optimal allocation from evaluations: record-breaking points, one ScaleRL curve
     per group, then the fitted arg-max :func:`isosim.analysis.n_star.n_star_envelope`.
+    ``r0``: each group's reward before training, where measured (:func:`initial_values` of
+    the evaluations at compute 0), which its curve starts from.
 
     ``starts``: curves (by group key) that start the fits, one start each instead of the
     default grid (a bootstrap refit of similar data). The fitted curves are returned in the
@@ -261,7 +283,8 @@ def compute_optimal(
     _require(df, value_col, compute_col, *group)
     ranges = group_ranges(df, group, compute_col)
     records = record_breaking(df, value_col, compute_col, bucket)
-    fits = fit_groups(records, group, value_col=value_col, compute_col=compute_col, ranges=ranges, starts=starts)
+    fits = fit_groups(records, group, value_col=value_col, compute_col=compute_col, ranges=ranges, starts=starts,
+                      r0=r0)
     if grid is None:
         lo = min(f.c_min for f in fits.values())
         hi = max(f.c_max for f in fits.values())

@@ -91,22 +91,24 @@ def agreement(sim: pd.DataFrame, curves: pd.DataFrame, metric: str = "avg@4", bu
 
     ``n_boot`` > 0 adds the simulated n*'s ``level`` percentile interval at each budget
     (:func:`sim_n_star_interval`)."""
-    from ..analysis.frontier import compute_optimal, fit_groups, group_ranges, record_breaking
+    from ..analysis.frontier import compute_optimal, fit_groups, group_ranges, initial_values, record_breaking
 
     d = sim.assign(value=sim[metric])[["run", "n", "B_problem", "compute", "value"]]
+    r0 = initial_values(d, ("n",))
     d = d[d["compute"] > 0]
-    ns = compute_optimal(d, group=("n",), bucket=bucket)
+    ns = compute_optimal(d, group=("n",), bucket=bucket, r0=r0)
     grid = ns["compute"].to_numpy(float)
     val = curves[curves["split"] == "val"]
     m = val.assign(value=val[metric])[["run", "n", "B_problem", "compute", "value"]]
-    mf = compute_optimal(m[m["compute"] > 0], group=("n",), bucket=bucket, grid=grid, slack_decades=0.0)
+    mf = compute_optimal(m[m["compute"] > 0], group=("n",), bucket=bucket, grid=grid, slack_decades=0.0,
+                         r0=initial_values(m, ("n",)))
     raw = n_star(curves, metric, grid=grid)
-    fits = fit_groups(record_breaking(d, bucket=bucket), ("n",), ranges=group_ranges(d))
+    fits = fit_groups(record_breaking(d, bucket=bucket), ("n",), ranges=group_ranges(d), r0=r0)
     table = ns[["compute", "n", "value"]].rename(columns={"n": "n_sim", "value": "sim"})
     table = table.merge(mf[["compute", "n"]].rename(columns={"n": "n_mf"}), on="compute")
     table = table.merge(raw[["compute", "n"]].rename(columns={"n": "n_mf_raw"}), on="compute")
     if n_boot > 0:
-        lo, hi = sim_n_star_interval(d, grid, ns.attrs["fits"], bucket, n_boot, level, seed)
+        lo, hi = sim_n_star_interval(d, grid, ns.attrs["fits"], bucket, n_boot, level, seed, r0)
         point = table["n_sim"].to_numpy(float)
         at = table["compute"].to_numpy(float)
         table["n_sim_low"] = np.fmin(pd.Series(lo, index=grid).reindex(at).to_numpy(float), point)
@@ -133,18 +135,18 @@ def agreement(sim: pd.DataFrame, curves: pd.DataFrame, metric: str = "avg@4", bu
 
 
 def sim_n_star_interval(d: pd.DataFrame, grid: np.ndarray, fits, bucket: float, n_boot: int,
-                        level: float = 0.9, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                        level: float = 0.9, seed: int = 0, r0=None) -> tuple[np.ndarray, np.ndarray]:
     """The ``level`` percentile interval of the simulated n* at each compute of ``grid``:
     :func:`isosim.analysis.fit.bootstrap_fit` resamples whole runs (seeds) with replacement
     within each n and refits the per-n curves (started from the all-seed ``fits``) and their
     arg-max on the same grid; each end of the interval is an n some resample picked. ``d``:
-    evaluations with run, n, compute and value columns. NaN where fewer than two resamples
-    reach a budget."""
+    evaluations with run, n, compute and value columns; ``r0``: each n's value before training,
+    which its curves start from. NaN where fewer than two resamples reach a budget."""
     from ..analysis.fit import bootstrap_fit
     from ..analysis.frontier import compute_optimal
 
     def refit(r: pd.DataFrame) -> dict[str, float]:
-        t = compute_optimal(r, group=("n",), bucket=bucket, grid=grid, starts=fits)
+        t = compute_optimal(r, group=("n",), bucket=bucket, grid=grid, starts=fits, r0=r0)
         got = t.set_index("compute")["n"].reindex(grid).to_numpy(float)
         return {str(i): float(np.log2(v)) for i, v in enumerate(got)}
 
