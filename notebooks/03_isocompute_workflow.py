@@ -106,7 +106,7 @@ print(f"saturation: n* -> 2^{p['L'] + p['b']:.1f} = {2 ** (p['L'] + p['b']):.0f}
 # %% [markdown]
 # A small sweep like this is noisy: the intervals are wide and the saturation sits where the
 # grid of `n` stops changing the winner. The full study in simulation is `isosim reproduce`
-# (28 sweeps, the twelve findings, about 16 minutes on 2 cores, 4 with `--quick`); your own
+# (28 sweeps, the twelve findings, about 13 minutes on 2 cores, 2 with `--quick`); your own
 # logs go through the same pipeline with `isosim fit FILE` ([docs/analysis.md](../docs/analysis.md)).
 # Next:
 # [04 plan your own run](04_plan_your_run.ipynb).
