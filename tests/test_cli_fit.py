@@ -215,3 +215,19 @@ def test_n_star_raw_counts_groups_not_rows():
     assert n_star_raw(table, ["n"])["compute"].tolist() == [1, 2, 3]  # the default keeps lone points
     with pytest.raises(IsosimInputError, match="min_groups"):
         n_star_raw(table, ["n"], min_groups=0)
+
+
+def test_cli_says_where_the_curves_start(capsys, tmp_path, runs_csv):
+    code, out, _ = run_cli(capsys, runs_csv, "--n-boot", 0)
+    assert code == 0 and "no evaluation at step 0: each curve's starting reward is fitted" in out
+    runs = pd.read_csv(runs_csv)
+    start = runs.groupby("run", as_index=False).first().assign(step=0)
+    start["avg@4"] = 0.25
+    path = tmp_path / "with_start.csv"
+    pd.concat([start, runs], ignore_index=True).to_csv(path, index=False)
+    code, out, _ = run_cli(capsys, path, "--n-boot", 0)
+    assert code == 0 and "every curve starts from its runs' reward before training" in out
+    some = pd.concat([start[start["n"] == 8], runs], ignore_index=True)
+    some.to_csv(path, index=False)
+    code, out, _ = run_cli(capsys, path, "--n-boot", 0)
+    assert "curves start from the runs' reward before training for n = 8; the others' start is fitted" in out

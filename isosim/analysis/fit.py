@@ -219,6 +219,9 @@ class RunsAnalysis:
     #: grid points left out of n*(C) because fewer than ``min_groups`` curves reach them:
     #: ``{compute, groups, n}`` dicts, ``n`` the best of those that do (see analyse_runs)
     too_few_groups: tuple = ()
+    #: each n's reward before training (its runs' evaluations at compute 0), where measured: the
+    #: R0 its curve starts from (an n without one has its R0 fitted)
+    measured_start: Mapping[tuple, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """``{"metric", "sigmoid", "ci", "r2", "warnings", "n_star", "frontier", "n_star_left_out"}``
@@ -378,6 +381,7 @@ def analyse_runs(
         law=law,
         bootstrap=boot,
         too_few_groups=n_star.attrs.get("too_few_groups", ()),
+        measured_start=r0,
     )
 
 

@@ -121,6 +121,15 @@ def report(result: RunsAnalysis, source: str = "") -> str:
             "  no curve for n = " + ", ".join(str(k[0]) for k in result.skipped)
             + " (too few record-breaking points)"
         )
+    fitted = sorted(k[0] for k in result.curves)
+    measured = [n for n in fitted if (n,) in result.measured_start]
+    if measured == fitted:
+        lines.append("  every curve starts from its runs' reward before training (evaluations at step 0)")
+    elif measured:
+        lines.append("  curves start from the runs' reward before training for n = " + ", ".join(map(str, measured))
+                     + "; the others' start is fitted (no evaluation at step 0)")
+    else:
+        lines.append("  no evaluation at step 0: each curve's starting reward is fitted")
     lines += ["", "n*(C): the n whose fitted ScaleRL curve tops the envelope", ""]
     lines.append(f"  {'compute':>10}  {'log10 C':>7}  {'n*':>5}  {'fit n*':>7}  {'reward':>7}")
     for c, n, v in zip(result.n_star["compute"], result.n_star["n"], result.n_star["value"]):
