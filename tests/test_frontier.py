@@ -312,3 +312,9 @@ def test_final_values_takes_the_last_evaluation_of_each_run():
     last = final_values(df)
     assert last["run"].tolist() == ["r2", "r64"]
     assert np.allclose(last["value"], [scalerl(1e8, 0.2, 0.5, 1e4, 1.0), scalerl(1e8, 0.2, 0.8, 1e6, 1.0)])
+
+
+def test_a_curve_that_never_rises_above_its_measured_start_cannot_be_fitted():
+    c = np.logspace(3, 6, 10)
+    with pytest.raises(IsosimInputError, match="never rises above its fixed lower level 0.5"):
+        fit_reward_curve(c, np.linspace(0.45, 0.3, 10), r0=0.5)

@@ -141,8 +141,10 @@ def fit_logistic(
     fixed = None
     if c_fixed is not None:
         fixed = (float(c_fixed) - y0) / ys
-        if not (np.isfinite(fixed) and lower[3] <= fixed <= upper[3]):
-            raise IsosimInputError(f"the fixed level {c_fixed!r} is not within the range the fit allows")
+        if np.isfinite(fixed) and fixed > upper[3]:
+            raise IsosimInputError(f"{y_name} never rises above its fixed lower level {c_fixed:g}: no rising curve")
+        if not (np.isfinite(fixed) and fixed >= lower[3]):
+            raise IsosimInputError(f"the fixed lower level {c_fixed!r} lies too far below the {y_name} values to fit")
         for p0 in p0s:
             p0[3] = fixed
     p = _two_stage(u, v, p0s, lower, upper, loss, None if f_scale is None else f_scale / ys, fixed)

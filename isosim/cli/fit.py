@@ -119,7 +119,7 @@ def report(result: RunsAnalysis, source: str = "") -> str:
     if result.skipped:
         lines.append(
             "  no curve for n = " + ", ".join(str(k[0]) for k in result.skipped)
-            + " (too few record-breaking points)"
+            + " (too few record-breaking points, or none above the reward before training)"
         )
     fitted = sorted(k[0] for k in result.curves)
     measured = [n for n in fitted if (n,) in result.measured_start]
