@@ -193,6 +193,16 @@ def test_initial_values_are_each_groups_mean_before_training():
     assert initial_values(df) == {(8,): pytest.approx(0.2)}
 
 
+def test_compute_optimal_starts_each_curve_from_its_evaluations_at_compute_0():
+    df = two_n_runs()
+    start = df.groupby("run", as_index=False).first().assign(compute=0.0, value=0.2)
+    with_start = compute_optimal(pd.concat([start, df], ignore_index=True), bucket=0)
+    assert with_start.attrs["r0"] == {(2,): pytest.approx(0.2), (64,): pytest.approx(0.2)}
+    given = compute_optimal(df, bucket=0, r0={(2,): 0.2, (64,): 0.2})
+    pd.testing.assert_frame_equal(with_start, given)
+    assert compute_optimal(df, bucket=0).attrs["r0"] == {}
+
+
 def test_compute_optimal_curves_start_from_the_given_values():
     df = two_n_runs()
     out = compute_optimal(df, bucket=0, r0={(2,): 0.2, (64,): 0.2})

@@ -264,8 +264,10 @@ def compute_optimal(
 ) -> pd.DataFrame:
     """Compute-optimal allocation from evaluations: record-breaking points, one ScaleRL curve
     per group, then the fitted arg-max :func:`isosim.analysis.n_star.n_star_envelope`.
-    ``r0``: each group's reward before training, where measured (:func:`initial_values` of
-    the evaluations at compute 0), which its curve starts from.
+    Evaluations at compute 0 (before training) are not points of the curves: each group's
+    mean there (:func:`initial_values`) is the R0 its curve starts from. ``r0`` gives those
+    starts instead (a resample that holds no compute-0 rows); the starts used are returned in
+    ``attrs["r0"]``.
 
     ``starts``: curves (by group key) that start the fits, one start each instead of the
     default grid (a bootstrap refit of similar data). The fitted curves are returned in the
@@ -281,6 +283,9 @@ def compute_optimal(
     """
     group = list(group)
     _require(df, value_col, compute_col, *group)
+    if r0 is None:
+        r0 = initial_values(df, group, value_col, compute_col)
+    df = df[pd.to_numeric(df[compute_col], errors="coerce") != 0]
     ranges = group_ranges(df, group, compute_col)
     records = record_breaking(df, value_col, compute_col, bucket)
     fits = fit_groups(records, group, value_col=value_col, compute_col=compute_col, ranges=ranges, starts=starts,
@@ -292,6 +297,7 @@ def compute_optimal(
     slack = 0.5 / points_per_decade if slack_decades is None else slack_decades
     table = n_star_envelope(fits, grid, group, slack, min_groups=min_groups)
     table.attrs["fits"] = fits
+    table.attrs["r0"] = r0
     return table
 
 

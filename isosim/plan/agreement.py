@@ -91,24 +91,22 @@ def agreement(sim: pd.DataFrame, curves: pd.DataFrame, metric: str = "avg@4", bu
 
     ``n_boot`` > 0 adds the simulated n*'s ``level`` percentile interval at each budget
     (:func:`sim_n_star_interval`)."""
-    from ..analysis.frontier import compute_optimal, fit_groups, group_ranges, initial_values, record_breaking
+    from ..analysis.frontier import compute_optimal
 
     d = sim.assign(value=sim[metric])[["run", "n", "B_problem", "compute", "value"]]
-    r0 = initial_values(d, ("n",))
+    ns = compute_optimal(d, group=("n",), bucket=bucket)
+    fits, r0 = ns.attrs["fits"], ns.attrs["r0"]
     d = d[d["compute"] > 0]
-    ns = compute_optimal(d, group=("n",), bucket=bucket, r0=r0)
     grid = ns["compute"].to_numpy(float)
     val = curves[curves["split"] == "val"]
     m = val.assign(value=val[metric])[["run", "n", "B_problem", "compute", "value"]]
-    mf = compute_optimal(m[m["compute"] > 0], group=("n",), bucket=bucket, grid=grid, slack_decades=0.0,
-                         r0=initial_values(m, ("n",)))
+    mf = compute_optimal(m, group=("n",), bucket=bucket, grid=grid, slack_decades=0.0)
     raw = n_star(curves, metric, grid=grid)
-    fits = fit_groups(record_breaking(d, bucket=bucket), ("n",), ranges=group_ranges(d), r0=r0)
     table = ns[["compute", "n", "value"]].rename(columns={"n": "n_sim", "value": "sim"})
     table = table.merge(mf[["compute", "n"]].rename(columns={"n": "n_mf"}), on="compute")
     table = table.merge(raw[["compute", "n"]].rename(columns={"n": "n_mf_raw"}), on="compute")
     if n_boot > 0:
-        lo, hi = sim_n_star_interval(d, grid, ns.attrs["fits"], bucket, n_boot, level, seed, r0)
+        lo, hi = sim_n_star_interval(d, grid, fits, bucket, n_boot, level, seed, r0)
         point = table["n_sim"].to_numpy(float)
         at = table["compute"].to_numpy(float)
         table["n_sim_low"] = np.fmin(pd.Series(lo, index=grid).reindex(at).to_numpy(float), point)

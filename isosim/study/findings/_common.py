@@ -243,23 +243,20 @@ def _argmax(s: pd.Series) -> int:
 
 def n_star_table(ev: pd.DataFrame, metric: str = METRIC, starts=None) -> pd.DataFrame:
     """n*(C) from the envelope of per-n reward curves, without a scaling law: the fitted arg-max
-    of :mod:`isosim.analysis.n_star` (:func:`isosim.analysis.frontier.compute_optimal` on the
-    evaluations with compute > 0, each n's curve starting from its value at compute 0;
-    ``starts``: per-n curves that start the fits).
+    of :mod:`isosim.analysis.n_star` (:func:`isosim.analysis.frontier.compute_optimal`: each
+    n's curve starts from its value at compute 0; ``starts``: per-n curves that start the fits).
 
     When no per-n curve can be fitted (curves too flat for more than a few record-breaking
     points), n*(C) is read off the empirical frontier instead: the n of the run that attains
     it at each of its steps (``attrs["fits"]`` is then empty and ``attrs["unfitted"]`` says why).
     """
-    from ...analysis.frontier import compute_optimal, frontier, initial_values
+    from ...analysis.frontier import compute_optimal, frontier
 
     d = ev.assign(value=ev[metric])[["run", "n", "B_problem", "compute", "value"]]
-    r0 = initial_values(d, ("n",))
-    d = d[d["compute"] > 0]
     try:
-        return compute_optimal(d, group=("n",), starts=starts, r0=r0)
+        return compute_optimal(d, group=("n",), starts=starts)
     except IsosimInputError as exc:
-        table = frontier(d)[["compute", "value", "n"]].reset_index(drop=True)
+        table = frontier(d[d["compute"] > 0])[["compute", "value", "n"]].reset_index(drop=True)
         table.attrs.update(fits={}, unfitted=str(exc))
         return table
 
