@@ -267,6 +267,13 @@ def journalled(measure, specs: list, journal: str, workers: int) -> tuple[dict, 
     return done, todo
 
 
+def finish_search(out: str, lines: list[str], candidates: int, todo: list, t0: float) -> None:
+    """Write a journalled search's report ``lines`` to ``out``, closed by how many of its
+    ``candidates`` this run measured (``todo``, from :func:`journalled`) and its wall time since ``t0``."""
+    write_report(out, [*lines, f"{candidates} candidates; {len(todo)} measured in this run "
+                                f"({time.time() - t0:.0f} s of wall time).", ""])
+
+
 def main(argv=None) -> int:
     args = search_args("structure_search", __doc__, argv)
     if args is None:
@@ -283,8 +290,7 @@ def main(argv=None) -> int:
              *summary([done[_key(s)] for s in specs]), ""]
     for name, grid in GRIDS:
         lines += [f"## {name}", "", _table([_row(done[_key(s)]) for s in grid]), ""]
-    lines += [f"{len(specs)} candidates; {len(todo)} measured in this run ({time.time() - t0:.0f} s of wall time).", ""]
-    write_report(args.out, lines)
+    finish_search(args.out, lines, len(specs), todo, t0)
     return 0
 
 

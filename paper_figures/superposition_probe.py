@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 import structure_search as search
-from calibrate_confidence import _table, write_report
+from calibrate_confidence import _table
 from hard_probes import WORLD
 
 import isosim.sim.run as run
@@ -194,9 +194,8 @@ def main(argv=None) -> int:
              "Training on hard problems only, B_problem 32, to 2^23 rollouts, validated on easy and on very-easy: the "
              "value before training, each n's final value (mean over the seeds), and before minus the best final "
              "value over n (positive: even the best n forgets, as the study reports).", "",
-             _table([f12_row(r) for r in rows]), "",
-             f"{len(rows)} candidates; {len(todo)} measured in this run ({time.time() - t0:.0f} s of wall time).", ""]
-    write_report(args.out, lines)
+             _table([f12_row(r) for r in rows]), ""]
+    search.finish_search(args.out, lines, len(rows), todo, t0)
     return 0
 
 

@@ -43,7 +43,7 @@ import time
 import types
 
 import numpy as np
-from calibrate_confidence import _table, write_report
+from calibrate_confidence import _table
 from hard_probes import STUDY, WORLD
 from structure_search import (
     LEVELS,
@@ -55,6 +55,7 @@ from structure_search import (
     _key,
     _label,
     _row,
+    finish_search,
     journalled,
     search_args,
 )
@@ -202,9 +203,8 @@ def main(argv=None) -> int:
              "## Finding 3's readings (B_problem 128, 2^21 rollouts, final validation)", "",
              _table([_f3_row(r) for r in rows]), "",
              "## theta at the end of each run (the base logits are scaled by exp(temperature * theta))", "",
-             _table([_theta_row(r) for r in rows]), "",
-             f"{len(CANDIDATES)} candidates; {len(todo)} measured in this run ({time.time() - t0:.0f} s of wall time).", ""]
-    write_report(args.out, lines)
+             _table([_theta_row(r) for r in rows]), ""]
+    finish_search(args.out, lines, len(CANDIDATES), todo, t0)
     return 0
 
 
