@@ -40,6 +40,35 @@ def quick(quick_reproduction):
     return {f["id"]: f for f in res["findings"]}, Results(out / "findings", "quick", run=False)
 
 
+@pytest.fixture(scope="module")
+def rerun(quick_reproduction):
+    """``isosim reproduce --quick`` once more on the session's complete store, with its bootstrap:
+    the text report, the reproduction it printed, and the stored runs' modification times before
+    and after (it reads the stored sweeps instead of running them). One analysis for the two tests
+    that read a rerun."""
+    import contextlib
+    import io
+
+    import isosim.study.reproduce as rp
+
+    out, _ = quick_reproduction
+
+    def stored():
+        return sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet"))
+
+    before, seen, real = stored(), [], rp.run_reproduce
+
+    def keep(*args, **kwargs):
+        seen.append(real(*args, **kwargs))
+        return seen[-1]
+
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(io.StringIO()) as text:
+        mp.setattr(rp, "run_reproduce", keep)
+        assert main(["reproduce", "--quick", "--out", str(out), "--n-boot", "5"]) == 0
+    assert len(seen) == 1
+    return text.getvalue(), seen[0], before, stored()
+
+
 def _ev(quick, fid):
     return quick[0][fid]["evidence"]
 
@@ -422,7 +451,7 @@ def test_figures_only_draws_some_and_keeps_findings_json(quick_reproduction, tmp
     assert (figs / "findings.json").read_text() == "[]\n"
 
 
-def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
+def test_reproduce_quick_json_and_figures(quick_reproduction, rerun):
     out, res = quick_reproduction
     assert set(res) == {"easy", "hard", "findings"}
     for preset in ("easy", "hard"):
@@ -440,26 +469,25 @@ def test_reproduce_quick_json_and_figures(quick_reproduction, capsys):
         assert (out / "figures" / f"{name}.png").stat().st_size > 1000
         assert (out / "figures" / f"{name}.pdf").exists()
     # a rerun reads the stored sweeps instead of recomputing them, and says the same
-    stored = sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet"))
-    assert main(["reproduce", "--quick", "--out", str(out), "--n-boot", "0"]) == 0
-    assert sorted(p.stat().st_mtime_ns for p in out.rglob("*.parquet")) == stored
-    text = capsys.readouterr().out
+    text, _, before, after = rerun
+    assert after == before
     assert "n*" in text and "study" in text and "== the study's twelve findings" in text
     for f in res["findings"]:
         assert f"{f['id']:>3}  {f['verdict']:<13} P = {f['p_holds']:<5.2f} {f['title']}" in text
     json.dumps(res)  # plain JSON all the way down
 
 
-def test_reproduce_report_shows_the_laws_warnings(quick_reproduction, monkeypatch):
+def test_reproduce_report_shows_the_laws_warnings(quick_reproduction, rerun, monkeypatch):
     """The text report prints every warning of a preset's n*(C) law (as ``isosim fit`` and the
     JSON do) and then speaks of its saturation as the fit's, not as a result; a law without
     warnings keeps the plain saturation line."""
     import isosim.analysis.fit as fit
-    from isosim.study.reproduce import report, run_reproduce
+    from isosim.study.reproduce import report
 
-    out, res = quick_reproduction
-    rep = run_reproduce(out, quick=True, progress=False, n_boot=5)  # reads the stored sweeps, as the fixture ran them
+    _, res = quick_reproduction
+    printed, rep = rerun[:2]  # the stored sweeps, with the fixture's bootstrap
     text = report(rep)
+    assert text.strip() in printed
     for preset in ("easy", "hard"):
         assert fit.law_warnings(rep.presets[preset].analysis) == res[preset]["warnings"]
         for w in res[preset]["warnings"]:

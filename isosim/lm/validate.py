@@ -269,23 +269,33 @@ def in_workers(fn, jobs: list, workers: int, on_result) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    before = set(mp.active_children())
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
     try:
         for fut in as_completed([pool.submit(fn, job) for job in jobs]):
             on_result(fut.result())
     except BaseException:
-        procs = dict(getattr(pool, "_processes", None) or {})
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
-        procs.update(getattr(pool, "_processes", None) or {})  # any the pool started meanwhile
-        for proc in procs.values():
-            proc.terminate()
-        for proc in procs.values():
-            proc.join(10)
-            if proc.is_alive():  # SIGTERM not acted on within 10 s: SIGKILL cannot be refused
-                proc.kill()
-                proc.join(10)
+        _stop(set(mp.active_children()) - before)
+        # the pool's manager thread replaces a worker that exits cleanly on the shutdown signal, even
+        # while the pool shuts down: once it has ended, stop any worker it started meanwhile
+        if manager is not None:
+            manager.join(20)
+        _stop(set(mp.active_children()) - before)
         raise
     pool.shutdown()
+
+
+def _stop(procs) -> None:
+    """Terminate ``procs`` (SIGTERM, then SIGKILL for one not gone within 10 s) and reap them."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(10)
+        if proc.is_alive():  # SIGKILL cannot be refused
+            proc.kill()
+            proc.join(10)
 
 
 def run_grid(cfg: ValidateConfig, plan: dict, base: GPT, subsets: dict, journal: Journal, device: str, log,
