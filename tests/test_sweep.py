@@ -252,6 +252,19 @@ def test_kernels_are_compiled_in_the_driver_before_its_workers_start(tmp_path, m
     assert calls == [1]
 
 
+@pytest.mark.parametrize("progress", [False, True, None])
+def test_a_sweep_leaves_no_thread_behind(progress, tmp_path):
+    """No thread a sweep starts (the executor's, the progress bar's) outlives it, so a process
+    that then forks, as reproduce's analyses do (isosim.experiments.executors.fork_context),
+    still may; tqdm would leave its monitor thread running after the first bar, even a disabled one."""
+    import threading
+
+    before = set(threading.enumerate())
+    spec = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 2000"))
+    run_sweep(spec, tmp_path / "s", workers=2, progress=progress)
+    assert set(threading.enumerate()) <= before
+
+
 def test_a_run_held_by_several_sweeps_is_simulated_once(tmp_path, monkeypatch):
     """Two sweeps sharing runs (same config, same replicate) simulate each shared run once and
     store the same table in both; a third sweep started later copies its stored runs from the

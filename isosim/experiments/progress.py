@@ -18,7 +18,7 @@ with warnings.catch_warnings():  # tqdm.auto warns once when a notebook lacks ip
     from tqdm.auto import tqdm
 from tqdm import tqdm as _plain_tqdm
 
-__all__ = ["tqdm", "progress_enabled", "progress_bar", "quiet_flag", "write_above", "LogLines", "note_compiling"]
+__all__ = ["tqdm", "Bar", "progress_enabled", "progress_bar", "quiet_flag", "write_above", "LogLines", "note_compiling"]
 
 #: without a terminal, a progress line is written each time this share of the work is done
 LOG_STEP = 0.05
@@ -46,10 +46,23 @@ def progress_enabled(progress: bool | None = None) -> bool:
     return tty or _in_notebook()
 
 
+class Bar(tqdm):
+    """tqdm.auto's bar without tqdm's monitor thread (``monitor_interval = 0``; tqdm starts that
+    thread with its first bar, even a disabled one, and leaves it running). The bars here advance
+    as work ends and need no watchdog, and a thread left running would keep
+    :func:`isosim.experiments.executors.fork_context` from forking the analyses that follow a
+    sweep (a fork is safe only from a process with one thread), so they would run one after the
+    other."""
+
+    monitor_interval = 0
+
+
 class LogLines(_plain_tqdm):
     """tqdm for a stream that is not a terminal: its status (``desc: 40% 4/10 [elapsed<left, rate]``)
     as one line each time another :data:`LOG_STEP` of the total is done, and at the end; no
-    carriage returns, no bar."""
+    carriage returns, no bar (and, like :class:`Bar`, no monitor thread)."""
+
+    monitor_interval = 0
 
     def __init__(self, *args, file=None, **kwargs):
         self._out = file or sys.stderr  # tqdm's own writes (carriage returns, the closing newline) go nowhere
@@ -78,13 +91,13 @@ class _Discard:
 
 
 def progress_bar(total: int, desc: str, progress: bool | None = None, unit: str = "run", **kwargs) -> tqdm:
-    """A tqdm bar of ``total`` units on stderr, disabled by :func:`progress_enabled` (a disabled
+    """A :class:`Bar` of ``total`` units on stderr, disabled by :func:`progress_enabled` (a disabled
     bar accepts every call and draws nothing); with ``progress=None`` and no terminal, a
     :class:`LogLines` that writes a plain line every few percent."""
     if progress is None and not progress_enabled(None) and total > 0:
         return LogLines(total=total, desc=desc, unit=unit, file=sys.stderr, **kwargs)
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=0.5,
-                disable=not progress_enabled(progress) or total <= 0, **kwargs)
+    return Bar(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=0.5,
+               disable=not progress_enabled(progress) or total <= 0, **kwargs)
 
 
 def note_compiling(progress: bool | None = None) -> bool:
