@@ -267,6 +267,18 @@ def journalled(measure, specs: list, journal: str, workers: int) -> tuple[dict, 
     return done, todo
 
 
+def run_search(name: str, doc: str, measure, candidates: list, argv=None):
+    """The command line of ``paper_figures/<name>.py`` (:func:`search_args`), then
+    :func:`journalled` over ``candidates``: ``(args, rows in the candidates' order, the candidates
+    measured in this run, the start time)``, or None when the command line is bad input."""
+    args = search_args(name, doc, argv)
+    if args is None:
+        return None
+    t0 = time.time()
+    done, todo = journalled(measure, list(candidates), args.journal, args.workers)
+    return args, [done[_key(c)] for c in candidates], todo, t0
+
+
 def finish_search(out: str, lines: list[str], candidates: int, todo: list, t0: float) -> None:
     """Write a journalled search's report ``lines`` to ``out``, closed by how many of its
     ``candidates`` this run measured (``todo``, from :func:`journalled`) and its wall time since ``t0``."""
