@@ -1,6 +1,6 @@
-"""``isosim reproduce``: its model config and its bad input. Its end-to-end run at the quick size
-(the JSON, the figures, a rerun that reads the stored sweeps) is tested in ``test_findings.py``,
-the one file whose tests read the session's quick reproduction."""
+"""``isosim reproduce``: its model config, its bad input and the order of its analyses. Its
+end-to-end run at the quick size (the JSON, the figures, a rerun that reads the stored sweeps) is
+tested in ``test_findings.py``, the one file whose tests read the session's quick reproduction."""
 
 
 
@@ -46,3 +46,35 @@ def test_reproduce_refuses_a_bad_model_config_before_writing(tmp_path):
         assert r.returncode == 2 and r.stdout == ""
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert not out.exists()
+
+
+def test_analyses_are_handed_out_longest_first_and_reported_in_order(monkeypatch, tmp_path):
+    """The fourteen analyses after the sweeps go to the worker processes longest first (the
+    measured ANALYSIS_SECONDS), each once, and the reproduction reports them in their own order."""
+    import isosim.study.reproduce as rp
+    from isosim.study.findings import FINDINGS
+
+    class Stored:  # the sweeps, already run
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def ensure(self):
+            pass
+
+    handed = []
+
+    def in_order(fn, items, workers):
+        handed.extend(items)
+        return [fn(x) for x in items]
+
+    monkeypatch.setattr(rp, "Results", Stored)
+    monkeypatch.setattr(rp, "fork_map", in_order)
+    monkeypatch.setattr(rp, "_analysis", lambda results, n_boot, figures, job: job if job[0] == "preset"
+                        else [{"id": job[1]}])
+    rep = rp.run_reproduce(tmp_path, quick=True, n_boot=0)
+    jobs = [("preset", "easy"), ("preset", "hard"), *(("finding", f.id) for f in FINDINGS)]
+    assert sorted(handed) == sorted(jobs)
+    seconds = [rp.ANALYSIS_SECONDS.get(job, 0.0) for job in handed]
+    assert seconds == sorted(seconds, reverse=True) and handed[0] == ("finding", 12)
+    assert [f["id"] for f in rep.findings] == [f.id for f in FINDINGS]
+    assert rep.presets == {"easy": ("preset", "easy"), "hard": ("preset", "hard")}
