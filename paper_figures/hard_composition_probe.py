@@ -78,7 +78,7 @@ def narrow_bands():
             del BANDS[name]
 
 
-def population(probe: dict, n: int = 8, seed: int = 0) -> tuple[SimConfig, Population]:
+def population(probe: dict, n: int = 8) -> tuple[SimConfig, Population]:
     """A run's config (n at B_problem 32 to :data:`BUDGET`) and the population of a probe (module docstring)."""
     if "bands" in probe:
         sets = {"preset": "mixture", "mixture_weights": tuple(probe["bands"].items())}
@@ -101,7 +101,7 @@ def curve(probe: dict, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, float
     times one minus the share of training groups with no reward variance, averaged over the
     evaluations after step 0."""
     with narrow_bands():  # the run's config names the probe's bands
-        cfg, pop = population(probe, n, seed)
+        cfg, pop = population(probe, n)
         trace = simulate(cfg, seed, population=pop)
     zero = trace.curve("zero_var_frac", "train")
     informative = cfg.allocation.b_problem * (1.0 - zero.loc[zero["compute_rollouts"] > 0, "value"].mean())
