@@ -264,6 +264,38 @@ def test_vectorised_exp_is_within_two_ulp_of_numpy():
     assert np.all(np.abs(out - ref) <= 2 * np.spacing(ref))
 
 
+def _exp_by_integer_exponent(x):
+    """The exponential's arithmetic with the exponent ``k`` as an integer (truncation of
+    ``x / ln 2 - 1/2`` and shifts of int64 values), one number at a time, for comparison."""
+    out = np.empty_like(x)
+    for j, xj in enumerate(x):
+        xj = max(float(xj), -745.0)
+        ki = int(xj * kernels.LOG2E - 0.5)  # truncation towards zero
+        k = float(ki)
+        r = (xj - k * kernels.LN2_HI) - k * kernels.LN2_LO
+        q = kernels._C13 * r + kernels._C12
+        for c in (kernels._C11, kernels._C10, kernels._C9, kernels._C8, kernels._C7, kernels._C6, kernels._C5,
+                  kernels._C4, kernels._C3, kernels._C2, kernels._C1, kernels._C0):
+            q = q * r + c
+        e1 = ki >> 1
+        out[j] = q * np.int64((e1 + 1023) << 52).view(np.float64) * np.int64((ki - e1 + 1023) << 52).view(np.float64)
+    return out
+
+
+def test_vectorised_exp_rounds_its_exponent_as_the_integer_construction_does():
+    """The exponent ``k`` is rounded by adding and subtracting ``ROUNDER``, and ``2^k`` built by
+    shifting the sum's bits: bit for bit the numbers of an integer ``k``, including next to every
+    point where ``k`` changes (``x = -(j + 1/2) ln 2``), at -745 and at 0."""
+    assert np.float64(kernels.ROUNDER).view(np.int64) == kernels.ROUNDER_BITS
+    edges = -(np.arange(0, 1076) + 0.5) * np.log(2)
+    rng = np.random.default_rng(11)
+    x = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, -1), -rng.uniform(0, 760, 5000),
+                        [0.0, -0.0, -1e-300, -745.0, -746.0, -np.inf]])
+    out = np.empty_like(x)
+    kernels.exp_nonpositive(x, out, np.empty(x.size, np.int64), np.empty(x.size, np.int64))
+    np.testing.assert_array_equal(out.view(np.int64), _exp_by_integer_exponent(x).view(np.int64))
+
+
 @pytest.mark.parametrize("adv", [kernels.ADV_GRPO, kernels.ADV_DRGRPO, kernels.ADV_RLOO])
 def test_group_advantages_sum_to_zero(adv):
     rng = np.random.default_rng(4)

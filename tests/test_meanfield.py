@@ -593,3 +593,19 @@ def test_the_mean_fields_exponential_is_within_two_ulp_of_numpy_on_its_floored_d
     mf._exp_floored(x, out, np.empty(x.size, np.int64))
     ref = np.exp(x)
     assert np.all(np.abs(out - ref) <= 2 * np.spacing(ref))
+
+
+def test_the_mean_fields_exponential_rounds_its_exponent_as_an_integer_would():
+    """``k`` rounded with ``ROUNDER`` (no float-to-integer conversion in the loop) is the
+    truncation of ``x / ln 2 - 1/2``, next to every point where it changes as well."""
+    edges = -(np.arange(0, 44) + 0.5) * np.log(2)
+    x = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, -1),
+                        -np.random.default_rng(6).uniform(0, mf.FLOOR, 5000), [0.0, -0.0, -mf.FLOOR]])
+    x = x[x >= -mf.FLOOR]
+    out = np.empty_like(x)
+    mf._exp_floored(x, out, np.empty(x.size, np.int64))
+    k = np.trunc(x * kernels.LOG2E - 0.5)
+    two_k = ((k.astype(np.int64) + 1023) << 52).view(np.float64)
+    # out / 2^k is the polynomial at r = x - k ln 2, which lies in [1/sqrt 2, sqrt 2] with the right k
+    poly = out / two_k
+    assert np.all((poly > 0.7071) & (poly < 1.4143))

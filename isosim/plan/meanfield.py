@@ -61,7 +61,7 @@ from ..analysis._logistic import expit
 from ..errors import IsosimInputError
 from ..sim.advantages import group_table
 from ..sim.config import SimConfig
-from ..sim.kernels import LN2_HI, LN2_LO, LOG2E
+from ..sim.kernels import LN2_HI, LN2_LO, LOG2E, ROUNDER, ROUNDER_BITS
 from ..sim.models import learn_mask, model_module
 from ..sim.population import Population, build_population
 
@@ -258,21 +258,25 @@ def _exp_floored(x, out, k1):
     ``k = round(x / ln 2)`` (``ln 2`` in two parts) and ``|r| <= ln 2 / 2``, ``exp(r)`` by its
     Taylor polynomial to degree 13 (truncation below 1e-17) evaluated by Estrin's scheme (a
     short dependency chain: about 1.6 times faster than Horner's rule here), and ``2^k`` built
-    from exponent bits (a normal number for every ``k >= -44``). Within 2 ulp of ``numpy.exp``
-    (tested). ``k1``: int64 scratch of ``x``'s length."""
+    from exponent bits (a normal number for every ``k >= -44``; ``k`` rounded with
+    :data:`~isosim.sim.kernels.ROUNDER`, so no loop needs a float-to-integer conversion).
+    Within 2 ulp of ``numpy.exp`` (tested). ``k1``: int64 scratch of ``x``'s length."""
     c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _INV_FACT
     f1 = k1.view(np.float64)
     for j in range(x.shape[0]):
         xj = x[j]
-        ki = np.int64(xj * LOG2E - 0.5)
-        k = np.float64(ki)
+        w = xj * LOG2E - 0.5
+        kn = (w + ROUNDER) - ROUNDER
+        k = kn + 1.0 if kn < w else kn  # ceil(w): the nearest integer to x / ln 2
         r = (xj - k * LN2_HI) - k * LN2_LO
         r2 = r * r
         r4 = r2 * r2
         lo = (c0 + c1 * r) + r2 * (c2 + c3 * r) + r4 * ((c4 + c5 * r) + r2 * (c6 + c7 * r))
         hi = (c8 + c9 * r) + r2 * (c10 + c11 * r) + r4 * (c12 + c13 * r)
-        k1[j] = (ki + 1023) << 52
+        f1[j] = k + ROUNDER
         out[j] = lo + (r4 * r4) * hi
+    for j in range(x.shape[0]):
+        k1[j] = (k1[j] - ROUNDER_BITS + 1023) << 52
     for j in range(x.shape[0]):
         out[j] = out[j] * f1[j]
 
