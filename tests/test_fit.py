@@ -355,3 +355,33 @@ def test_analyse_runs_starts_each_curve_from_its_evaluations_before_training(exa
         assert curve.R0 == pytest.approx(0.201 if n == 8 else 0.2, abs=1e-12)
     without = analyse_runs(d, n_boot=0)
     assert all(c.R0 != pytest.approx(0.2, abs=1e-3) for c in without.curves.values())
+
+
+def test_a_logistic_fit_of_the_same_points_is_solved_once(monkeypatch):
+    """The memo returns the first call's fit for the same points in the same order, starts and
+    options (bit for bit), solves again for anything else, and remembers errors as errors."""
+    from isosim.analysis import _logistic
+
+    monkeypatch.setattr(_logistic, "_memo", type(_logistic._memo)())
+    solves = []
+    real = _logistic._fit_logistic
+    monkeypatch.setattr(_logistic, "_fit_logistic", lambda *a: solves.append(a) or real(*a))
+    x = np.linspace(0.0, 4.0, 12)
+    y = 0.1 + 0.5 / (1.0 + np.exp(-3.0 * (x - 2.0))) + np.random.default_rng(0).normal(0.0, 0.01, x.size)
+    first = _logistic.fit_logistic(x, y, slope_sign=1)
+    assert _logistic.fit_logistic(x.copy(), list(y), slope_sign=1) is first
+    assert len(solves) == 1
+    _logistic.fit_logistic(x[::-1], y[::-1], slope_sign=1)  # the same points in another order
+    _logistic.fit_logistic(x, y, slope_sign=1, loss="linear")
+    starts = iter([(0.5, 3.0, 2.0, 0.1)])  # an iterator is read once, for the key and the fit
+    warm = _logistic.fit_logistic(x, y, slope_sign=1, starts=starts)
+    assert _logistic.fit_logistic(x, y, slope_sign=1, starts=[[0.5, 3.0, 2.0, 0.1]]) is warm
+    assert len(solves) == 4
+    for _ in range(2):
+        with pytest.raises(IsosimInputError, match="constant"):
+            _logistic.fit_logistic(x, np.ones_like(x))
+    assert len(solves) == 5
+    monkeypatch.setattr(_logistic, "MEMO_SIZE", 2)
+    for shift in (1.0, 2.0, 3.0):
+        _logistic.fit_logistic(x + shift, y, slope_sign=1)
+    assert len(_logistic._memo) == 2

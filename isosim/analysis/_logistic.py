@@ -15,7 +15,9 @@ noise scale) unless given.
 """
 from __future__ import annotations
 
+import threading
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -28,6 +30,10 @@ _LOWER = np.array([0.0, -100.0, -1.0, -10.0])
 _UPPER = np.array([10.0, 100.0, 2.0, 1.0])
 _MIN_SLOPE = 1e-6
 _MAX_NFEV = 100
+#: fits kept per process (:func:`fit_logistic`): a bootstrap refits the same points many times
+MEMO_SIZE = 4096
+_memo: OrderedDict = OrderedDict()
+_memo_lock = threading.Lock()
 
 
 def expit(x):
@@ -111,7 +117,51 @@ def fit_logistic(
     ``starts`` are (a, s, m, c) in data units; the default is a grid of 9 (or 18 with
     both slope signs). ``c_fixed``: the lower level c is this number, not fitted (the
     other three are). Raises :class:`IsosimInputError` on data that cannot be fitted.
+
+    The fit is a function of its arguments alone, so a call with the same points in the same
+    order (bit for bit), starts and options returns the fit (or raises the error) of the first
+    such call, kept in a memo of :data:`MEMO_SIZE` fits. A seed bootstrap refits each n's curve on
+    every resample, and with few seeds most resamples give one of a few sets of points (with two
+    seeds per n, four orderings of two runs).
     """
+    if starts is not None and not isinstance(starts, (list, tuple)):
+        starts = list(starts)  # read once: the memo's key and the fit both read it
+    key = _memo_key(x, y, slope_sign, starts, loss, f_scale, x_name, y_name, c_fixed)
+    if key is None:
+        return _fit_logistic(x, y, slope_sign, starts, loss, f_scale, x_name, y_name, c_fixed)
+    with _memo_lock:
+        out = _memo.get(key)
+        if out is not None:
+            _memo.move_to_end(key)
+    if out is None:
+        try:
+            out = _fit_logistic(x, y, slope_sign, starts, loss, f_scale, x_name, y_name, c_fixed)
+        except IsosimInputError as exc:
+            out = exc
+        with _memo_lock:
+            _memo[key] = out
+            while len(_memo) > MEMO_SIZE:
+                _memo.popitem(last=False)
+    if isinstance(out, IsosimInputError):
+        raise IsosimInputError(*out.args)
+    return out
+
+
+def _memo_key(x, y, slope_sign, starts, loss, f_scale, x_name, y_name, c_fixed):
+    """The exact identity of a call to :func:`fit_logistic`, or None when an argument cannot be
+    read as floats (the fit itself then says why)."""
+    try:
+        xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        st = None if starts is None else tuple(tuple(float(p) for p in s) for s in starts)
+        extra = (slope_sign, st, loss, None if f_scale is None else float(f_scale), x_name, y_name,
+                 None if c_fixed is None else float(c_fixed))
+        hash(extra)
+    except (TypeError, ValueError):
+        return None
+    return xa.shape, ya.shape, xa.tobytes(), ya.tobytes(), extra
+
+
+def _fit_logistic(x, y, slope_sign, starts, loss, f_scale, x_name, y_name, c_fixed) -> Logistic:
     if loss not in LOSSES:
         raise IsosimInputError(f"unknown loss {loss!r}: expected one of {', '.join(LOSSES)}")
     x, y = _as_1d(x, x_name), _as_1d(y, y_name)
