@@ -44,7 +44,8 @@ def _only(text: str | None, known: set[int]) -> set[int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..experiments.progress import quiet_flag
-    from ..study.findings import FINDINGS, Results, check_findings
+    from ..study.findings import FINDINGS, Results
+    from ..study.reproduce import draw_and_check
 
     only = _only(args.only, {f.id for f in FINDINGS})
     chosen = [f for f in FINDINGS if only is None or f.id in only]
@@ -56,10 +57,8 @@ def run(args: argparse.Namespace) -> int:
     results = Results(Path(args.root), scale, progress=quiet_flag(args.json or args.quiet), workers=args.workers,
                       backend=args.backend, address=args.address)
     results.ensure(sorted({name for f in chosen for name in f.sweeps}))
-    written = []
-    for f in chosen:
-        written += [str(p) for p in f.figure(results, out)]
-    findings = check_findings(results, ids={f.id for f in chosen})
+    paths, findings = draw_and_check(results, {f.id for f in chosen}, out, args.workers)
+    written = [str(p) for p in paths]
     if only is None:  # a partial run leaves the full findings.json as it was
         out.mkdir(parents=True, exist_ok=True)
         (out / "findings.json").write_text(json.dumps(findings, indent=1) + "\n")

@@ -126,6 +126,22 @@ def _analysis(results: Results, n_boot: int, figures: Path, job: tuple[str, Any]
     return check_findings(results, ids=[key])
 
 
+def draw_and_check(results: Results, ids, folder: Path, workers: int | None = None) -> tuple[list[Path], list[dict]]:
+    """The figures and checks of the findings ``ids`` from stored sweeps: each finding's figure and
+    check together, side by side in forked worker processes (longest first, as the
+    reproduction's analyses), the checks returned in the findings' order."""
+    jobs = analysis_order([("finding", f.id) for f in FINDINGS if f.id in ids])
+    done = dict(zip(jobs, fork_map(functools.partial(_figure_and_check, results, folder), jobs,
+                                   workers or os.cpu_count() or 1)))
+    ordered = sorted(jobs, key=lambda job: job[1])
+    return [p for job in ordered for p in done[job][0]], [done[job][1] for job in ordered]
+
+
+def _figure_and_check(results: Results, folder: Path, job: tuple[str, int]) -> tuple[list[Path], dict]:
+    finding = next(f for f in FINDINGS if f.id == job[1])
+    return list(finding.figure(results, folder)), check_findings(results, ids=[finding.id])[0]
+
+
 def write_figures(results: dict[str, PresetResult], folder: Path) -> list[Path]:
     from ..analysis.frontier import frontier
     from ..analysis.plotting import new_figure, plot_frontier, plot_n_star, save_figure, set_style
