@@ -1,15 +1,18 @@
 """Sweeps as data, the resumable store, and identical results on every backend."""
+import dataclasses
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from isosim import IsosimInputError
+from isosim import IsosimInputError, SimConfig
 from isosim.experiments.store import RunStore
 from isosim.experiments.sweep import SweepSpec, evaluations, run_sweep, sweep_status
 from isosim.study import registry
@@ -316,3 +319,70 @@ def test_dask_backend_connects_to_a_running_cluster_by_address(tmp_path):
                            progress=False).read()
     local = run_sweep(spec, tmp_path / "local", backend="local", workers=1, progress=False).read()
     pd.testing.assert_frame_equal(_sorted(local), _sorted(remote))
+
+
+def _count_builds(monkeypatch, log: Path) -> None:
+    """Append a line to ``log`` each time any process (forked from this one) builds a problem set."""
+    import isosim.experiments.shared_populations as sp
+
+    real = sp.build_population
+
+    def counted(cfg, model):
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(cfg, model)
+
+    monkeypatch.setattr(sp, "build_population", counted)
+    monkeypatch.setattr(sp, "_read", type(sp._read)())
+
+
+def _race_for(args) -> bytes:
+    """Read one problem set through the shared folder, return its numbers as bytes."""
+    from isosim.experiments.shared_populations import shared_population
+
+    cfg, model, folder = args
+    pop = shared_population(cfg, model, folder)
+    return pickle.dumps((pop.train.problems.base_logits, pop.val.problems.rewards, pop.train.lengths))
+
+
+def test_workers_sharing_a_folder_build_each_problem_set_once(tmp_path, monkeypatch):
+    """Four forked processes that ask for the same set at once: one builds it, the others wait
+    for its lock and read the same numbers; a set they do not share is built apart."""
+    import multiprocessing
+
+    from isosim.sim.population import build_population
+
+    log = tmp_path / "builds.log"
+    _count_builds(monkeypatch, log)
+    cfg = SimConfig().replace(population={"preset": "hard", "train_size": 300, "val_size": 40})
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        got = pool.map(_race_for, [(cfg.population, cfg.model, str(folder))] * 4)
+    assert len(log.read_text().split()) == 1
+    assert len(set(got)) == 1
+    ref = build_population(cfg.population, cfg.model)
+    assert got[0] == pickle.dumps((ref.train.problems.base_logits, ref.val.problems.rewards, ref.train.lengths))
+    # the learning-path scales do not shape problems: the same file serves a model with another
+    other = cfg.replace(model={"shared": 0.0, "local": 1.0})
+    _race_for((other.population, other.model, str(folder)))
+    assert len(log.read_text().split()) == 1
+    _race_for((dataclasses.replace(cfg.population, seed=5), cfg.model, str(folder)))
+    assert len(log.read_text().split()) == 2
+    assert sorted(p.suffix for p in folder.iterdir()) == [".lock", ".lock", ".pkl", ".pkl"]
+
+
+def test_a_sweep_shares_its_problem_sets_and_removes_the_folder(tmp_path, monkeypatch):
+    """Two workers on runs of one set: it is built once, and the temporary folder is gone after
+    the sweep; the runs are the same as one worker's."""
+    import tempfile
+
+    log = tmp_path / "builds.log"
+    _count_builds(monkeypatch, log)
+    before = set(Path(tempfile.gettempdir()).glob("isosim-populations-*"))
+    spec = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 4000"))
+    two = run_sweep(spec, tmp_path / "two", workers=2, progress=False).read()
+    assert len(log.read_text().split()) == 1
+    assert set(Path(tempfile.gettempdir()).glob("isosim-populations-*")) == before
+    one = run_sweep(spec, tmp_path / "one", workers=1, progress=False).read()
+    pd.testing.assert_frame_equal(_sorted(two), _sorted(one))

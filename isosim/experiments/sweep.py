@@ -10,8 +10,10 @@ counts (Q2) are read off that run's evaluations, as the study did with a constan
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import tempfile
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -157,17 +159,19 @@ def derive_seed(root_seed: int, replicate: int) -> int:
 
 
 @lru_cache(maxsize=2)
-def _population(population: PopulationConfig, model: ModelConfig):
+def _population(population: PopulationConfig, model: ModelConfig, shared: str | None = None):
     """The problem sets of a (population, model) pair, built once per worker process: every run
-    of a Q1 grid shares them (they depend on the data seed, not on the allocation). The config
-    sections are frozen dataclasses, so they are the cache key themselves."""
-    from ..sim.population import build_population
+    of a Q1 grid shares them (they depend on the data seed, not on the allocation); with a
+    ``shared`` folder, once among the workers that share it
+    (:func:`~isosim.experiments.shared_populations.shared_population`)."""
+    from .shared_populations import shared_population
 
-    return build_population(population, model)
+    return shared_population(population, model, shared)
 
 
-def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFrame:
+def run_one(config_json: str, seed: int, key: str, replicate: int, shared: str | None = None) -> pd.DataFrame:
     """Worker: simulate one run and return its trace table with the run's identifiers.
+    ``shared``: a folder in which the workers of a sweep on one host share their problem sets.
 
     NumPy's BLAS is held to one thread: the workers already use every core."""
     from threadpoolctl import threadpool_limits
@@ -176,7 +180,7 @@ def run_one(config_json: str, seed: int, key: str, replicate: int) -> pd.DataFra
 
     cfg = SimConfig.from_json(config_json)
     with threadpool_limits(limits=1):
-        pop = _population(cfg.population, cfg.model)
+        pop = _population(cfg.population, cfg.model, shared)
         table = simulate(cfg, seed, population=pop).table
     table.insert(0, "run", key)
     table.insert(1, "replicate", replicate)
@@ -223,7 +227,9 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     written to every store that lacks it, and one already stored in any of the stores is copied
     to the others instead of run again. When the workers run on the local host (no ``address``),
     the kernels are compiled here first (:func:`isosim.sim.run.compile_kernels`): forked workers
-    inherit them and spawned ones read the cache, instead of each compiling them.
+    inherit them and spawned ones read the cache, instead of each compiling them; and the
+    workers share their problem sets through a temporary folder, so each set is built once
+    (:mod:`isosim.experiments.shared_populations`).
     """
     from .executors import check_executor_args, make_executor
 
@@ -255,28 +261,37 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     if address is None:  # workers on the local host: compile once here, not once per worker
         note_compiling(progress)
         compile_kernels()
-    with make_executor(backend, address=address, workers=workers) as ex, progress_bar(len(todo), label, progress) as bar:
-        limit = max_in_flight or 2 * ex.workers
-        queue = iter(todo)
-        pending: dict = {}
-        while True:
-            while len(pending) < limit:
-                item = next(queue, None)
-                if item is None:
-                    break
-                _, _, targets, run = item
-                fut = ex.submit(run_one, run.config.to_json(), run.seed, run.key, run.replicate)
-                pending[fut] = (targets, run)
-            if not pending:
-                break
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in done:
-                targets, run = pending.pop(fut)
-                table = fut.result()
-                for store in targets:
-                    store.write(run.key, table)
-                bar.update()
+    with contextlib.ExitStack() as stack:
+        shared = None if address is not None else stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="isosim-populations-"))
+        ex = stack.enter_context(make_executor(backend, address=address, workers=workers))
+        bar = stack.enter_context(progress_bar(len(todo), label, progress))
+        _run_all(ex, bar, todo, max_in_flight, shared)
     return stores
+
+
+def _run_all(ex, bar, todo: list, max_in_flight: int | None, shared: str | None) -> None:
+    """Submit ``todo``'s runs, at most ``max_in_flight`` at once, and store each as it ends."""
+    limit = max_in_flight or 2 * ex.workers
+    queue = iter(todo)
+    pending: dict = {}
+    while True:
+        while len(pending) < limit:
+            item = next(queue, None)
+            if item is None:
+                break
+            _, _, targets, run = item
+            fut = ex.submit(run_one, run.config.to_json(), run.seed, run.key, run.replicate, shared)
+            pending[fut] = (targets, run)
+        if not pending:
+            break
+        done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        for fut in done:
+            targets, run = pending.pop(fut)
+            table = fut.result()
+            for store in targets:
+                store.write(run.key, table)
+            bar.update()
 
 
 def sweep_status(out: str | Path) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def _split_counts(weights: tuple[tuple[str, float], ...], total: int) -> list[tu
     return [(band, int(c)) for (band, _), c in zip(weights, counts)]
 
 
-def _generator_key(model: ModelConfig) -> ModelConfig:
+def generator_key(model: ModelConfig) -> ModelConfig:
     """The model fields that shape problems (learning-path scales do not)."""
     return replace(model, shared=1.0, local=0.0)
 
@@ -130,7 +130,7 @@ def build_population(cfg: PopulationConfig, model: ModelConfig) -> Population:
     """The train and validation sets for ``cfg`` under the ``model`` generator (cached)."""
     cfg.validate()
     model.validate()
-    return _build_cached(cfg, _generator_key(model))
+    return _build_cached(cfg, generator_key(model))
 
 
 #: populations kept per process: the study's findings train on nine different sets, and a worker that
