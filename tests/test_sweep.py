@@ -386,3 +386,26 @@ def test_a_sweep_shares_its_problem_sets_and_removes_the_folder(tmp_path, monkey
     assert set(Path(tempfile.gettempdir()).glob("isosim-populations-*")) == before
     one = run_sweep(spec, tmp_path / "one", workers=1, progress=False).read()
     pd.testing.assert_frame_equal(_sorted(two), _sorted(one))
+
+
+def test_a_folder_that_cannot_take_a_set_only_costs_the_sharing(tmp_path, monkeypatch):
+    """A full disk while writing a set, or a folder that is gone: the set is built and used as
+    without a folder, and no partial file is left."""
+    import isosim.experiments.shared_populations as sp
+
+    log = tmp_path / "builds.log"
+    _count_builds(monkeypatch, log)
+    cfg = SimConfig().replace(population={"preset": "hard", "train_size": 200, "val_size": 20})
+    ref = _race_for((cfg.population, cfg.model, None))
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sp.pickle, "dump", full)
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    assert _race_for((cfg.population, cfg.model, str(folder))) == ref
+    assert [p.suffix for p in folder.iterdir()] == [".lock"]
+    monkeypatch.setattr(sp, "_read", type(sp._read)())
+    assert _race_for((cfg.population, cfg.model, str(tmp_path / "gone"))) == ref
+    assert len(log.read_text().split()) == 3

@@ -43,22 +43,32 @@ def shared_population(cfg: PopulationConfig, model: ModelConfig, folder: str | P
     if key in _read:
         _read.move_to_end(key)
         return _read[key]
-    path = Path(folder) / f"{key}.pkl"
+    try:
+        pop = _through(Path(folder) / f"{key}.pkl", cfg, model)
+    except OSError:  # a full or vanished folder: the sets are then built in each process, as without one
+        return build_population(cfg, model)
+    _read[key] = pop
+    while len(_read) > POPULATION_CACHE:
+        _read.popitem(last=False)
+    return pop
+
+
+def _through(path: Path, cfg: PopulationConfig, model: ModelConfig) -> Population:
+    """Under ``path``'s lock: read the set from ``path``, or build it and write it there."""
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if path.exists():
                 with open(path, "rb") as f:
-                    pop = pickle.load(f)
-            else:
-                pop = build_population(cfg, model)
-                partial = path.with_suffix(f".{os.getpid()}.part")
+                    return pickle.load(f)
+            pop = build_population(cfg, model)
+            partial = path.with_suffix(f".{os.getpid()}.part")
+            try:
                 with open(partial, "wb") as f:
                     pickle.dump(pop, f, protocol=pickle.HIGHEST_PROTOCOL)
                 os.replace(partial, path)
+            except OSError:
+                partial.unlink(missing_ok=True)
+            return pop
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-    _read[key] = pop
-    while len(_read) > POPULATION_CACHE:
-        _read.popitem(last=False)
-    return pop
