@@ -196,10 +196,10 @@ def test_a_less_confident_base_brings_the_hard_bands_right_strategies_within_rea
 def test_population_cache_holds_every_set_the_findings_train_on():
     """A worker that runs the findings' sweeps keeps every population it builds: the number of
     distinct (population, generator) pairs of the sweeps fits in the cache at both scales."""
-    from isosim.sim.population import POPULATION_CACHE, _build_cached, _generator_key
+    from isosim.sim.population import POPULATION_CACHE, _build_cached, generator_key
     from isosim.study.findings import sweep_specs
 
     assert _build_cached.cache_info().maxsize == POPULATION_CACHE
     for scale in ("quick", "full"):
-        sets = {(s.base.population, _generator_key(s.base.model)) for s in sweep_specs(scale).values()}
+        sets = {(s.base.population, generator_key(s.base.model)) for s in sweep_specs(scale).values()}
         assert 1 < len(sets) <= POPULATION_CACHE
