@@ -137,14 +137,21 @@ def fit_logistic(
         try:
             out = _fit_logistic(x, y, slope_sign, starts, loss, f_scale, x_name, y_name, c_fixed)
         except IsosimInputError as exc:
-            out = exc
+            out = _Failed(exc.args)  # its message only: the exception's traceback would hold the frames
         with _memo_lock:
             _memo[key] = out
             while len(_memo) > MEMO_SIZE:
                 _memo.popitem(last=False)
-    if isinstance(out, IsosimInputError):
+    if isinstance(out, _Failed):
         raise IsosimInputError(*out.args)
     return out
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A fit that raised :class:`IsosimInputError`, as the memo keeps it."""
+
+    args: tuple
 
 
 def _memo_key(x, y, slope_sign, starts, loss, f_scale, x_name, y_name, c_fixed):
