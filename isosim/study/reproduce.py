@@ -15,7 +15,7 @@ import numpy as np
 from ..experiments.executors import fork_map
 from ..experiments.sweep import SweepSpec
 from ..sim.config import SimConfig
-from .findings import FINDINGS, Results, based_on, check_findings, fit_n_star, sweep_specs
+from .findings import FINDINGS, Results, based_on, check_findings, fit_n_star, get_finding, sweep_specs
 from .paper import STUDY_Q1
 
 METRIC = "avg@4"
@@ -101,9 +101,8 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
                           backend=backend, address=address)
         results.ensure()
         # the analyses read the stored sweeps only, so they run side by side on the same cores
-        jobs = analysis_order([("preset", "easy"), ("preset", "hard"), *(("finding", f.id) for f in FINDINGS)])
-        done = dict(zip(jobs, fork_map(functools.partial(_analysis, results, n_boot, out / "figures"), jobs,
-                                       workers or os.cpu_count() or 1)))
+        jobs = [("preset", "easy"), ("preset", "hard"), *(("finding", f.id) for f in FINDINGS)]
+        done = _longest_first(functools.partial(_analysis, results, n_boot, out / "figures"), jobs, workers)
         presets = {key: done["preset", key] for key in ("easy", "hard")}
         findings = [done["finding", f.id][0] for f in FINDINGS]
         plain = None if model_config is None else model_config.to_dict()
@@ -114,6 +113,12 @@ def run_reproduce(out: str | Path, quick: bool = False, workers: int | None = No
 def analysis_order(jobs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """``jobs`` longest first by :data:`ANALYSIS_SECONDS` (the others after them, in their order)."""
     return sorted(jobs, key=lambda job: -ANALYSIS_SECONDS.get(job, 0.0))
+
+
+def _longest_first(fn, jobs: list[tuple[str, Any]], workers: int | None) -> dict:
+    """``{job: fn(job)}``, the jobs handed to forked workers in :func:`analysis_order`."""
+    jobs = analysis_order(jobs)
+    return dict(zip(jobs, fork_map(fn, jobs, workers or os.cpu_count() or 1)))
 
 
 def _analysis(results: Results, n_boot: int, figures: Path, job: tuple[str, Any]):
@@ -130,15 +135,13 @@ def draw_and_check(results: Results, ids, folder: Path, workers: int | None = No
     """The figures and checks of the findings ``ids`` from stored sweeps: each finding's figure and
     check together, side by side in forked worker processes (longest first, as the
     reproduction's analyses), the checks returned in the findings' order."""
-    jobs = analysis_order([("finding", f.id) for f in FINDINGS if f.id in ids])
-    done = dict(zip(jobs, fork_map(functools.partial(_figure_and_check, results, folder), jobs,
-                                   workers or os.cpu_count() or 1)))
-    ordered = sorted(jobs, key=lambda job: job[1])
+    ordered = [("finding", f.id) for f in FINDINGS if f.id in ids]
+    done = _longest_first(functools.partial(_figure_and_check, results, folder), ordered, workers)
     return [p for job in ordered for p in done[job][0]], [done[job][1] for job in ordered]
 
 
 def _figure_and_check(results: Results, folder: Path, job: tuple[str, int]) -> tuple[list[Path], dict]:
-    finding = next(f for f in FINDINGS if f.id == job[1])
+    finding = get_finding(job[1])
     return list(finding.figure(results, folder)), check_findings(results, ids=[finding.id])[0]
 
 
