@@ -1,0 +1,168 @@
+"""How much the study's levels depend on the world's draw: both bands' levels of the default and of
+its calibrated neighbours in several worlds, beside the tolerances the levels are held to.
+
+The default's knobs were chosen on the easy and hard levels in calibration world 1 alone
+(calibration_confidence.md, stage 1), and its levels are then read in the evaluation world. A
+world (a data seed) draws the strategies, the skill map, the base policy's preferences and the
+problems; two worlds of the same knobs differ in how the base policy's favourite strategies line
+up with what solves a band's problems. The levels are held to the study's within 0.03 (the base
+of easy within 0.05 of 0.45, of hard in [0.03, 0.05]), so where they move by that much from one
+world to the next, a setting chosen in one world meets the tolerances in another by chance.
+
+Measured, for each candidate (``model`` knobs; ``{}``: the package default) and world: the easy
+validation set's base avg@4 and its best validation avg@4 at n = 8 ... 1024, and the hard set's at
+n = 8, 32 and 128, each one run at B_problem 32 to 2^22 rollouts (the study's horizon for these
+levels) from the calibration's training seed (root seed 1, replicate 0). The default runs in the
+three calibration worlds (data seeds 1-3) and in three more that neither the calibration nor the
+evaluation reads (4-6), and so does the default with twice its strategies (512: a base policy spread
+over more strategies, whose favourites might line up with a band's solvers more alike from world to
+world; its other knobs are not recalibrated); its neighbours (a lower confidence floor, which raises the hard base into
+the study's range, with slower or faster memorisation) in the three calibration worlds. The
+evaluation world (data seed 0) is never run here.
+
+Summaries: for the default (and with 512 strategies), each level's mean and standard deviation over its six worlds and the
+share of worlds in which it meets its tolerance; for each candidate, over the calibration worlds,
+the RMS difference from the study (the 13 levels of each world) and how many of the levels miss
+their tolerance.
+
+    python paper_figures/world_spread.py [--journal paper_figures/world_spread.jsonl]
+        [--out paper_figures/world_spread.md] [--workers 2]
+"""
+from __future__ import annotations
+
+import numpy as np
+import structure_search as search
+from calibrate_confidence import STUDY_HARD_BASE, STUDY_HARD_BEST, _table
+from calibrate_levels import STUDY_BASE, STUDY_BEST
+
+from isosim import SimConfig, build_population, simulate
+from isosim.experiments.sweep import derive_seed
+from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS
+
+BUDGET = 2.0**22
+B_PROBLEM = 32
+EASY_N = tuple(STUDY_BEST)
+HARD_N = tuple(STUDY_HARD_BEST)
+#: worlds that neither the calibration nor the evaluation reads
+OTHER_WORLDS = (4, 5, 6)
+CALIBRATION_WORLDS = tuple(CALIBRATION_SEEDS["data_seeds"])
+#: the tolerances of the levels: within 0.03 of the study's best values, the easy base within 0.05
+#: of 0.45 and the hard base in [0.03, 0.05]
+TOLERANCE, EASY_BASE_TOLERANCE, HARD_BASE_RANGE = 0.03, 0.05, (0.03, 0.05)
+NEIGHBOURS = ({"confidence_floor": 0.2, "local": 1100.0}, {"confidence_floor": 0.2, "local": 1200.0},
+              {"confidence_floor": 0.2, "local": 1300.0}, {"confidence_floor": 0.18, "local": 1200.0},
+              {"confidence_floor": 0.22, "local": 1200.0})
+#: models whose spread over all six worlds is measured: the default, and twice its strategies (does a
+#: base policy spread over more strategies vary less from world to world?)
+SPREAD_MODELS = ({}, {"n_strategies": 512})
+CANDIDATES = ([[{"world": w}, m] for m in SPREAD_MODELS for w in (*CALIBRATION_WORLDS, *OTHER_WORLDS)]
+              + [[{"world": w}, m] for m in NEIGHBOURS for w in CALIBRATION_WORLDS])
+#: every level a world row holds, with the study's value
+STUDY = {"easy_base": STUDY_BASE, **{f"easy_n{n}": v for n, v in STUDY_BEST.items()},
+         "hard_base": STUDY_HARD_BASE, **{f"hard_n{n}": v for n, v in STUDY_HARD_BEST.items()}}
+
+
+def band_levels(model: dict, world: int, preset: str, ns) -> dict:
+    """``{"base": ..., n: best validation avg@4}`` of one band in one world."""
+    if world == EVALUATION_SEEDS["data_seed"]:
+        raise ValueError("the evaluation world is not read here")
+    cfg = SimConfig().replace(population={"preset": preset, "seed": world}, model=model,
+                              eval={"n_evals": 24, "train_split": False})
+    pop = build_population(cfg.population, cfg.model)
+    seed = derive_seed(CALIBRATION_SEEDS["root_seed"], 0)
+    out = {}
+    for n in ns:
+        run = cfg.replace(allocation={"n": n, "b_problem": B_PROBLEM, "budget": BUDGET, "steps": 0})
+        v = simulate(run, seed, population=pop).curve("avg@4", "val")
+        out["base"] = float(v["value"].iloc[0])
+        out[n] = float(v["value"].max())
+    return out
+
+
+def measure(spec: list[dict]) -> dict:
+    probe, model = spec
+    easy = band_levels(model, probe["world"], "easy", EASY_N)
+    hard = band_levels(model, probe["world"], "hard", HARD_N)
+    levels = {"easy_base": easy["base"], **{f"easy_n{n}": easy[n] for n in EASY_N},
+              "hard_base": hard["base"], **{f"hard_n{n}": hard[n] for n in HARD_N}}
+    return {"probe": probe, "model": model, "levels": levels, "score": rms(levels)}
+
+
+def misses(name: str, value: float) -> bool:
+    """Whether a level misses its tolerance."""
+    if name == "easy_base":
+        return abs(value - STUDY_BASE) > EASY_BASE_TOLERANCE
+    if name == "hard_base":
+        return not HARD_BASE_RANGE[0] <= value <= HARD_BASE_RANGE[1]
+    return abs(value - STUDY[name]) > TOLERANCE
+
+
+def rms(levels: dict) -> float:
+    """RMS difference of the levels from the study's."""
+    return round(float(np.sqrt(np.mean([(levels[k] - v) ** 2 for k, v in STUDY.items()]))), 4)
+
+
+def spread(rows: list[dict]) -> list[dict]:
+    """Per level: mean and standard deviation (ddof 1) over the rows' worlds, the study's value, and
+    the share of worlds in which the level meets its tolerance."""
+    out = []
+    for name, study in STUDY.items():
+        v = np.array([r["levels"][name] for r in rows])
+        out.append({"level": name, "study": study, "mean": f"{v.mean():.3f}", "sd over worlds": f"{v.std(ddof=1):.3f}",
+                    "range": f"{v.min():.3f}-{v.max():.3f}",
+                    "meets its tolerance": f"{sum(not misses(name, x) for x in v)} of {len(v)}"})
+    return out
+
+
+def summary(model: dict, rows: list[dict]) -> dict:
+    """A candidate over its worlds: RMS from the study over every level of every world, and the
+    levels that miss their tolerance (of all of them)."""
+    err = [r["levels"][k] - v for r in rows for k, v in STUDY.items()]
+    missed = [f"w{r['probe']['world']} {k}" for r in rows for k in STUDY if misses(k, r["levels"][k])]
+    return {"candidate": search._label({}, model), "worlds": ", ".join(str(r["probe"]["world"]) for r in rows),
+            "rms": f"{np.sqrt(np.mean(np.square(err))):.4f}", "missed": f"{len(missed)} of {len(err)}",
+            "which": ", ".join(missed) or "none"}
+
+
+def world_row(r: dict) -> dict:
+    lv = r["levels"]
+    return {"candidate": search._label({}, r["model"]), "world": r["probe"]["world"],
+            "easy base": f"{lv['easy_base']:.3f}",
+            "easy n = " + ", ".join(map(str, EASY_N)): ", ".join(f"{lv[f'easy_n{n}']:.3f}" for n in EASY_N),
+            "hard base": f"{lv['hard_base']:.3f}",
+            "hard n = " + ", ".join(map(str, HARD_N)): ", ".join(f"{lv[f'hard_n{n}']:.3f}" for n in HARD_N),
+            "rms": r["score"]}
+
+
+def main(argv=None) -> int:
+    started = search.run_search("world_spread", __doc__, measure, CANDIDATES, argv)
+    if started is None:
+        return 2
+    args, rows, todo, t0 = started
+    models = [{}, *NEIGHBOURS]
+    in_calibration = [[r for r in rows if r["model"] == m and r["probe"]["world"] in CALIBRATION_WORLDS] for m in models]
+    study = {"candidate": "study", "world": "-", "easy base": f"{STUDY_BASE:.3f}",
+             "easy n = " + ", ".join(map(str, EASY_N)): ", ".join(f"{v:.3f}" for v in STUDY_BEST.values()),
+             "hard base": f"{STUDY_HARD_BASE:.3f}",
+             "hard n = " + ", ".join(map(str, HARD_N)): ", ".join(f"{v:.3f}" for v in STUDY_HARD_BEST.values()),
+             "rms": "-"}
+    lines = ["# How much the levels depend on the world (generated by `python paper_figures/world_spread.py`)", "",
+             f"Validation avg@4, B_problem {B_PROBLEM}, best value by 2^22 rollouts, one run per cell from the "
+             f"calibration's training seed (root seed {CALIBRATION_SEEDS['root_seed']}, replicate 0). Calibration "
+             f"worlds: data seeds {', '.join(map(str, CALIBRATION_WORLDS))}; worlds {', '.join(map(str, OTHER_WORLDS))} "
+             "are read by neither the calibration nor the evaluation; the evaluation world (data seed "
+             f"{EVALUATION_SEEDS['data_seed']}) is not run. Tolerances: {TOLERANCE} on each best value, "
+             f"{EASY_BASE_TOLERANCE} on the easy base, the hard base in [{HARD_BASE_RANGE[0]}, {HARD_BASE_RANGE[1]}]. "
+             "The script's docstring says why and what each column is.", "",
+             *(line for m in SPREAD_MODELS for line in
+               (f"## {search._label({}, m)} over six worlds", "",
+                _table(spread([r for r in rows if r["model"] == m])), "")),
+             "## The default and its neighbours over the calibration worlds", "",
+             _table([summary(m, rs) for m, rs in zip(models, in_calibration)]), "",
+             "## Every world", "", _table([study, *map(world_row, rows)]), ""]
+    search.finish_search(args.out, lines, len(rows), todo, t0)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""The world-spread measurement (paper_figures/world_spread.py): it never reads the evaluation world,
+holds each level to the tolerance it names, and summarises worlds as it says."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "paper_figures"))
+import world_spread as ws  # noqa: E402
+
+from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS  # noqa: E402
+
+
+def test_no_candidate_runs_in_the_evaluation_world():
+    worlds = {probe["world"] for probe, _ in ws.CANDIDATES}
+    assert EVALUATION_SEEDS["data_seed"] not in worlds
+    assert set(CALIBRATION_SEEDS["data_seeds"]) <= worlds
+    with pytest.raises(ValueError, match="evaluation world"):
+        ws.band_levels({}, EVALUATION_SEEDS["data_seed"], "easy", (8,))
+    # the neighbours run in the calibration worlds only; the spread models also in the unread ones
+    for probe, model in ws.CANDIDATES:
+        if model not in ws.SPREAD_MODELS:
+            assert probe["world"] in CALIBRATION_SEEDS["data_seeds"]
+
+
+def test_each_level_is_held_to_its_tolerance():
+    assert not ws.misses("easy_n8", ws.STUDY["easy_n8"] + 0.0299)
+    assert ws.misses("easy_n8", ws.STUDY["easy_n8"] - 0.0301)
+    assert not ws.misses("easy_base", 0.45 + 0.0499) and ws.misses("easy_base", 0.45 - 0.0501)
+    assert not ws.misses("hard_base", 0.03) and not ws.misses("hard_base", 0.05)
+    assert ws.misses("hard_base", 0.0299) and ws.misses("hard_base", 0.0501)
+    assert ws.misses("hard_n32", 0.091 + 0.031) and not ws.misses("hard_n128", 0.122 - 0.029)
+
+
+def _row(world: int, shift: float, model=None) -> dict:
+    return {"probe": {"world": world}, "model": model or {}, "levels": {k: v + shift for k, v in ws.STUDY.items()}}
+
+
+def test_spread_and_summary_of_rows():
+    rows = [_row(1, 0.0), _row(2, 0.02), _row(3, 0.04)]
+    by_level = {r["level"]: r for r in ws.spread(rows)}
+    assert by_level["easy_n8"]["mean"] == f"{ws.STUDY['easy_n8'] + 0.02:.3f}"
+    assert by_level["easy_n8"]["sd over worlds"] == f"{np.std([0, 0.02, 0.04], ddof=1):.3f}"
+    # +0.04 misses every best value and the hard base (0.08); the easy base is within 0.05
+    assert by_level["easy_n8"]["meets its tolerance"] == "2 of 3"
+    assert by_level["easy_base"]["meets its tolerance"] == "3 of 3"
+    s = ws.summary({}, rows)
+    assert s["candidate"] == "package default" and s["worlds"] == "1, 2, 3"
+    # world 3 misses its 11 best values and its hard base (0.08), world 2 its hard base (0.06)
+    assert s["missed"] == f"13 of {3 * len(ws.STUDY)}"
+    assert s["which"].startswith("w2 hard_base, w3 easy_n8")
+    assert s["rms"] == f"{np.sqrt(np.mean([0.0, 0.02**2, 0.04**2])):.4f}"
+    assert ws.rms(_row(1, 0.01)["levels"]) == 0.01
