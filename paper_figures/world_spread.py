@@ -13,22 +13,26 @@ Measured, for each candidate (``model`` knobs; ``{}``: the package default) and 
 validation set's base avg@4 and its best validation avg@4 at n = 8 ... 1024, and the hard set's at
 n = 8, 32 and 128, each one run at B_problem 32 to 2^22 rollouts (the study's horizon for these
 levels) from the calibration's training seed (root seed 1, replicate 0). The default runs in the
-three calibration worlds (data seeds 1-3) and in three more that neither the calibration nor the
-evaluation reads (4-6), and so does the default with twice its strategies (512: a base policy spread
-over more strategies, whose favourites might line up with a band's solvers more alike from world to
-world; its other knobs are not recalibrated); its neighbours (a lower confidence floor, which raises the hard base into
-the study's range, with slower or faster memorisation) in the three calibration worlds. The
+three calibration worlds (data seeds 1-3) and in nine more that neither the calibration nor the
+evaluation reads (4-12); the default with twice its strategies (512: a base policy spread over more
+strategies, whose favourites might line up with a band's solvers more alike from world to world; its
+other knobs are not recalibrated) in worlds 1-6; the default's neighbours (a lower confidence floor,
+which raises the hard base into the study's range, with slower or faster memorisation) in the three
+calibration worlds. The
 evaluation world (data seed 0) is never run here.
 
-Summaries: for the default (and with 512 strategies), each level's mean and standard deviation over its six worlds and the
-share of worlds in which it meets its tolerance; for each candidate, over the calibration worlds,
-the RMS difference from the study (the 13 levels of each world) and how many of the levels miss
-their tolerance.
+Summaries: for the default (and with 512 strategies), each level's mean and standard deviation over
+its worlds and the share of worlds in which it meets its tolerance; how the default's hard levels
+move with two measures of a world's hard set before training (:func:`world_stats`; Pearson's r over
+the worlds); for each candidate, over the calibration worlds, the RMS difference from the study (the
+13 levels of each world) and how many of the levels miss their tolerance.
 
     python paper_figures/world_spread.py [--journal paper_figures/world_spread.jsonl]
         [--out paper_figures/world_spread.md] [--workers 2]
 """
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import structure_search as search
@@ -37,6 +41,7 @@ from calibrate_levels import STUDY_BASE, STUDY_BEST
 
 from isosim import SimConfig, build_population, simulate
 from isosim.experiments.sweep import derive_seed
+from isosim.sim.population import log_softmax
 from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS
 
 BUDGET = 2.0**22
@@ -44,7 +49,7 @@ B_PROBLEM = 32
 EASY_N = tuple(STUDY_BEST)
 HARD_N = tuple(STUDY_HARD_BEST)
 #: worlds that neither the calibration nor the evaluation reads
-OTHER_WORLDS = (4, 5, 6)
+OTHER_WORLDS = tuple(range(4, 13))
 CALIBRATION_WORLDS = tuple(CALIBRATION_SEEDS["data_seeds"])
 #: the tolerances of the levels: within 0.03 of the study's best values, the easy base within 0.05
 #: of 0.45 and the hard base in [0.03, 0.05]
@@ -52,10 +57,11 @@ TOLERANCE, EASY_BASE_TOLERANCE, HARD_BASE_RANGE = 0.03, 0.05, (0.03, 0.05)
 NEIGHBOURS = ({"confidence_floor": 0.2, "local": 1100.0}, {"confidence_floor": 0.2, "local": 1200.0},
               {"confidence_floor": 0.2, "local": 1300.0}, {"confidence_floor": 0.18, "local": 1200.0},
               {"confidence_floor": 0.22, "local": 1200.0})
-#: models whose spread over all six worlds is measured: the default, and twice its strategies (does a
-#: base policy spread over more strategies vary less from world to world?)
-SPREAD_MODELS = ({}, {"n_strategies": 512})
-CANDIDATES = ([[{"world": w}, m] for m in SPREAD_MODELS for w in (*CALIBRATION_WORLDS, *OTHER_WORLDS)]
+#: the worlds whose spread is measured, per model: the default in twelve, twice its strategies (does a
+#: base policy spread over more strategies vary less from world to world?) in six
+SPREAD_WORLDS = {"{}": (*CALIBRATION_WORLDS, *OTHER_WORLDS), '{"n_strategies": 512}': (*CALIBRATION_WORLDS, *OTHER_WORLDS[:3])}
+SPREAD_MODELS = tuple(json.loads(m) for m in SPREAD_WORLDS)
+CANDIDATES = ([[{"world": w}, json.loads(m)] for m, worlds in SPREAD_WORLDS.items() for w in worlds]
               + [[{"world": w}, m] for m in NEIGHBOURS for w in CALIBRATION_WORLDS])
 #: every level a world row holds, with the study's value
 STUDY = {"easy_base": STUDY_BASE, **{f"easy_n{n}": v for n, v in STUDY_BEST.items()},
@@ -86,6 +92,38 @@ def measure(spec: list[dict]) -> dict:
     levels = {"easy_base": easy["base"], **{f"easy_n{n}": easy[n] for n in EASY_N},
               "hard_base": hard["base"], **{f"hard_n{n}": hard[n] for n in HARD_N}}
     return {"probe": probe, "model": model, "levels": levels, "score": rms(levels)}
+
+
+def world_stats(world: int, model: dict | None = None) -> dict:
+    """What a world's hard sets are like before training: the share of hard validation problems the
+    training set's most general strategy solves, and the mean over hard validation problems of the
+    base policy's log-probability of its best correct strategy minus that of its favourite (how far
+    down the right answers sit)."""
+    if world == EVALUATION_SEEDS["data_seed"]:
+        raise ValueError("the evaluation world is not read here")
+    cfg = SimConfig().replace(population={"preset": "hard", "seed": world}, model=model or {})
+    pop = build_population(cfg.population, cfg.model)
+    y, lp = pop.val.problems.rewards, log_softmax(pop.val.problems.base_logits)
+    general = int(np.argmax(pop.train.problems.rewards.mean(axis=0)))
+    gap = np.where(y > 0, lp, -np.inf).max(axis=1) - lp.max(axis=1)
+    return {"general_share": float(y[:, general].mean()), "gap": float(np.mean(gap[np.isfinite(gap)]))}
+
+
+def moves_with(rows: list[dict]) -> list[dict]:
+    """Pearson's r (and its two-sided p) over the rows' worlds between each hard level and each of
+    :func:`world_stats`'s measures."""
+    from scipy.stats import pearsonr
+
+    stats = [world_stats(r["probe"]["world"], r["model"]) for r in rows]
+    out = []
+    for level in ("hard_n8", "hard_n32", "hard_n128"):
+        y = [r["levels"][level] for r in rows]
+        for name, what in (("general_share", "share solved by the most general strategy"),
+                           ("gap", "log-prob of the best correct strategy minus the favourite's")):
+            res = pearsonr([st[name] for st in stats], y)
+            out.append({"level": level, "against": what, "r": f"{res.statistic:.2f}", "p": f"{res.pvalue:.2f}",
+                        "worlds": len(rows)})
+    return out
 
 
 def misses(name: str, value: float) -> bool:
@@ -149,14 +187,16 @@ def main(argv=None) -> int:
     lines = ["# How much the levels depend on the world (generated by `python paper_figures/world_spread.py`)", "",
              f"Validation avg@4, B_problem {B_PROBLEM}, best value by 2^22 rollouts, one run per cell from the "
              f"calibration's training seed (root seed {CALIBRATION_SEEDS['root_seed']}, replicate 0). Calibration "
-             f"worlds: data seeds {', '.join(map(str, CALIBRATION_WORLDS))}; worlds {', '.join(map(str, OTHER_WORLDS))} "
+             f"worlds: data seeds {', '.join(map(str, CALIBRATION_WORLDS))}; worlds {OTHER_WORLDS[0]}-{OTHER_WORLDS[-1]} "
              "are read by neither the calibration nor the evaluation; the evaluation world (data seed "
              f"{EVALUATION_SEEDS['data_seed']}) is not run. Tolerances: {TOLERANCE} on each best value, "
              f"{EASY_BASE_TOLERANCE} on the easy base, the hard base in [{HARD_BASE_RANGE[0]}, {HARD_BASE_RANGE[1]}]. "
              "The script's docstring says why and what each column is.", "",
              *(line for m in SPREAD_MODELS for line in
-               (f"## {search._label({}, m)} over six worlds", "",
+               (f"## {search._label({}, m)} over {len(SPREAD_WORLDS[search._key(m)])} worlds", "",
                 _table(spread([r for r in rows if r["model"] == m])), "")),
+             "## What the default's hard levels move with", "",
+             _table(moves_with([r for r in rows if not r["model"]])), "",
              "## The default and its neighbours over the calibration worlds", "",
              _table([summary(m, rs) for m, rs in zip(models, in_calibration)]), "",
              "## Every world", "", _table([study, *map(world_row, rows)]), ""]

@@ -54,3 +54,11 @@ def test_spread_and_summary_of_rows():
     assert s["which"].startswith("w2 hard_base, w3 easy_n8")
     assert s["rms"] == f"{np.sqrt(np.mean([0.0, 0.02**2, 0.04**2])):.4f}"
     assert ws.rms(_row(1, 0.01)["levels"]) == 0.01
+
+
+def test_world_stats_read_a_hard_set_before_training():
+    with pytest.raises(ValueError, match="evaluation world"):
+        ws.world_stats(EVALUATION_SEEDS["data_seed"])
+    st = ws.world_stats(1, {"n_strategies": 16, "rank": 4})
+    assert 0.0 <= st["general_share"] <= 1.0
+    assert st["gap"] <= 0.0  # the best correct strategy is never above the favourite
