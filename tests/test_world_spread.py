@@ -17,6 +17,8 @@ from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS  # noqa: E
 def test_no_candidate_runs_in_the_evaluation_world():
     worlds = {probe["world"] for probe, _ in ws.CANDIDATES}
     assert EVALUATION_SEEDS["data_seed"] not in worlds
+    assert EVALUATION_SEEDS["data_seed"] not in ws.HELD_OUT_WORLDS
+    assert not set(ws.HELD_OUT_WORLDS) & set(CALIBRATION_SEEDS["data_seeds"])
     assert set(CALIBRATION_SEEDS["data_seeds"]) <= worlds
     with pytest.raises(ValueError, match="evaluation world"):
         ws.band_levels({}, EVALUATION_SEEDS["data_seed"], "easy", (8,))
