@@ -18,8 +18,7 @@ evaluation reads (4-24); the default with twice its strategies (512: a base poli
 strategies, whose favourites might line up with a band's solvers more alike from world to world; its
 other knobs are not recalibrated) in worlds 1-6; the default's neighbours (a lower confidence floor,
 which raises the hard base into the study's range, with slower or faster memorisation) in the three
-calibration worlds. The
-evaluation world (data seed 0) is never run here.
+calibration worlds. The evaluation world (data seed 0) is never run here.
 
 Summaries: for the default (and with 512 strategies), each level's mean and standard deviation over
 its worlds and the share of worlds in which it meets its tolerance; how the default's hard levels
@@ -31,8 +30,6 @@ the worlds); for each candidate, over the calibration worlds, the RMS difference
         [--out paper_figures/world_spread.md] [--workers 2]
 """
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import structure_search as search
@@ -64,23 +61,29 @@ GRID = tuple(m for m in ({"confidence_floor": f, "local": loc, **({"shared": sh}
 #: the candidates ranked best over the calibration worlds (fewest levels missed, then RMS) that are
 #: read again in worlds neither the calibration nor the evaluation reads
 HELD_OUT_TOP, HELD_OUT_WORLDS = 2, tuple(range(4, 10))
-#: the worlds whose spread is measured, per model: the default in twelve, twice its strategies (does a
-#: base policy spread over more strategies vary less from world to world?) in six
-SPREAD_WORLDS = {"{}": (*CALIBRATION_WORLDS, *OTHER_WORLDS), '{"n_strategies": 512}': (*CALIBRATION_WORLDS, *OTHER_WORLDS[:3])}
-SPREAD_MODELS = tuple(json.loads(m) for m in SPREAD_WORLDS)
-CANDIDATES = ([[{"world": w}, json.loads(m)] for m, worlds in SPREAD_WORLDS.items() for w in worlds]
+#: the models whose spread over worlds is measured, with their worlds: the default in every world but
+#: the evaluation world's, twice its strategies (does a base policy spread over more strategies vary
+#: less from world to world?) in six
+SPREAD = (({}, (*CALIBRATION_WORLDS, *OTHER_WORLDS)), ({"n_strategies": 512}, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:3])))
+SPREAD_MODELS = tuple(m for m, _ in SPREAD)
+CANDIDATES = ([[{"world": w}, m] for m, worlds in SPREAD for w in worlds]
               + [[{"world": w}, m] for m in (*NEIGHBOURS, *GRID) for w in CALIBRATION_WORLDS])
 #: every level a world row holds, with the study's value
 STUDY = {"easy_base": STUDY_BASE, **{f"easy_n{n}": v for n, v in STUDY_BEST.items()},
          "hard_base": STUDY_HARD_BASE, **{f"hard_n{n}": v for n, v in STUDY_HARD_BEST.items()}}
 
 
-def band_levels(model: dict, world: int, preset: str, ns) -> dict:
-    """``{"base": ..., n: best validation avg@4}`` of one band in one world."""
+def world_config(model: dict, world: int, preset: str) -> SimConfig:
+    """The package's config with ``model``'s knobs and the ``preset`` band of data seed ``world``;
+    the evaluation world is refused."""
     if world == EVALUATION_SEEDS["data_seed"]:
         raise ValueError("the evaluation world is not read here")
-    cfg = SimConfig().replace(population={"preset": preset, "seed": world}, model=model,
-                              eval={"n_evals": 24, "train_split": False})
+    return SimConfig().replace(population={"preset": preset, "seed": world}, model=model)
+
+
+def band_levels(model: dict, world: int, preset: str, ns) -> dict:
+    """``{"base": ..., n: best validation avg@4}`` of one band in one world."""
+    cfg = world_config(model, world, preset).replace(eval={"n_evals": 24, "train_split": False})
     pop = build_population(cfg.population, cfg.model)
     seed = derive_seed(CALIBRATION_SEEDS["root_seed"], 0)
     out = {}
@@ -106,9 +109,7 @@ def world_stats(world: int, model: dict | None = None) -> dict:
     training set's most general strategy solves, and the mean over hard validation problems of the
     base policy's log-probability of its best correct strategy minus that of its favourite (how far
     down the right answers sit)."""
-    if world == EVALUATION_SEEDS["data_seed"]:
-        raise ValueError("the evaluation world is not read here")
-    cfg = SimConfig().replace(population={"preset": "hard", "seed": world}, model=model or {})
+    cfg = world_config(model or {}, world, "hard")
     pop = build_population(cfg.population, cfg.model)
     y, lp = pop.val.problems.rewards, log_softmax(pop.val.problems.base_logits)
     general = int(np.argmax(pop.train.problems.rewards.mean(axis=0)))
@@ -159,14 +160,21 @@ def spread(rows: list[dict]) -> list[dict]:
     return out
 
 
-def summary(model: dict, rows: list[dict]) -> dict:
-    """A candidate over its worlds: RMS from the study over every level of every world, and the
-    levels that miss their tolerance (of all of them)."""
+def fit(rows: list[dict]) -> tuple[list[str], float]:
+    """The levels of ``rows`` that miss their tolerance (``w<world> <level>``), and the RMS difference
+    from the study over every level of every row."""
     err = [r["levels"][k] - v for r in rows for k, v in STUDY.items()]
     missed = [f"w{r['probe']['world']} {k}" for r in rows for k in STUDY if misses(k, r["levels"][k])]
+    return missed, float(np.sqrt(np.mean(np.square(err))))
+
+
+def summary(model: dict, rows: list[dict]) -> dict:
+    """A candidate over its worlds (:func:`fit`): its RMS from the study and the levels that miss
+    their tolerance (of all of them)."""
+    missed, err = fit(rows)
     return {"candidate": search._label({}, model), "worlds": ", ".join(str(r["probe"]["world"]) for r in rows),
-            "rms": f"{np.sqrt(np.mean(np.square(err))):.4f}", "missed": f"{len(missed)} of {len(err)}",
-            "misses": len(missed), "which": ", ".join(missed) or "none"}
+            "rms": f"{err:.4f}", "missed": f"{len(missed)} of {len(rows) * len(STUDY)}",
+            "which": ", ".join(missed) or "none"}
 
 
 def world_row(r: dict) -> dict:
@@ -186,19 +194,15 @@ def main(argv=None) -> int:
     args, rows, todo, t0 = started
     models = [{}, *NEIGHBOURS, *GRID]
     in_calibration = [[r for r in rows if r["model"] == m and r["probe"]["world"] in CALIBRATION_WORLDS] for m in models]
-    ranked = sorted(zip(models, in_calibration), key=lambda mr: (summary(*mr)["misses"], float(summary(*mr)["rms"])))
+    ranked = sorted(zip(models, in_calibration), key=lambda mr: (len(fit(mr[1])[0]), fit(mr[1])[1]))
     chosen = [m for m, _ in ranked[:HELD_OUT_TOP] if m]
+    # the chosen models' held-out worlds are not among the candidates, so their rows are new
     more = [[{"world": w}, m] for m in chosen for w in HELD_OUT_WORLDS]
     done, measured = search.journalled(measure, more, args.journal, args.workers)
-    rows, todo = rows + [done[search._key(c)] for c in more if search._key(c) not in map(_spec_key, rows)], \
-        todo + measured
+    rows, todo = rows + [done[search._key(c)] for c in more], todo + measured
     held_out = [summary(m, [r for r in rows if r["model"] == m and r["probe"]["world"] in HELD_OUT_WORLDS])
                 for m in ({}, *chosen)]
-    study = {"candidate": "study", "world": "-", "easy base": f"{STUDY_BASE:.3f}",
-             "easy n = " + ", ".join(map(str, EASY_N)): ", ".join(f"{v:.3f}" for v in STUDY_BEST.values()),
-             "hard base": f"{STUDY_HARD_BASE:.3f}",
-             "hard n = " + ", ".join(map(str, HARD_N)): ", ".join(f"{v:.3f}" for v in STUDY_HARD_BEST.values()),
-             "rms": "-"}
+    study = {**world_row({"probe": {"world": "-"}, "model": {}, "levels": STUDY, "score": "-"}), "candidate": "study"}
     lines = ["# How much the levels depend on the world (generated by `python paper_figures/world_spread.py`)", "",
              f"Validation avg@4, B_problem {B_PROBLEM}, best value by 2^22 rollouts, one run per cell from the "
              f"calibration's training seed (root seed {CALIBRATION_SEEDS['root_seed']}, replicate 0). Calibration "
@@ -207,26 +211,18 @@ def main(argv=None) -> int:
              f"{EVALUATION_SEEDS['data_seed']}) is not run. Tolerances: {TOLERANCE} on each best value, "
              f"{EASY_BASE_TOLERANCE} on the easy base, the hard base in [{HARD_BASE_RANGE[0]}, {HARD_BASE_RANGE[1]}]. "
              "The script's docstring says why and what each column is.", "",
-             *(line for m in SPREAD_MODELS for line in
-               (f"## {search._label({}, m)} over {len(SPREAD_WORLDS[search._key(m)])} worlds", "",
+             *(line for m, worlds in SPREAD for line in
+               (f"## {search._label({}, m)} over {len(worlds)} worlds", "",
                 _table(spread([r for r in rows if r["model"] == m])), "")),
              "## What the default's hard levels move with", "",
              _table(moves_with([r for r in rows if not r["model"]])), "",
              "## The default and its neighbours over the calibration worlds", "",
-             _table([_shown(summary(m, rs)) for m, rs in ranked]), "",
+             _table([summary(m, rs) for m, rs in ranked]), "",
              f"## The {HELD_OUT_TOP} best of them in worlds {HELD_OUT_WORLDS[0]}-{HELD_OUT_WORLDS[-1]} (beside the "
-             "default there)", "", _table([_shown(h) for h in held_out]), "",
+             "default there)", "", _table(held_out), "",
              "## Every world", "", _table([study, *map(world_row, rows)]), ""]
     search.finish_search(args.out, lines, len(rows), todo, t0)
     return 0
-
-
-def _shown(summary_row: dict) -> dict:
-    return {k: v for k, v in summary_row.items() if k != "misses"}
-
-
-def _spec_key(row: dict) -> str:
-    return search._key([row["probe"], row["model"]])
 
 
 if __name__ == "__main__":
