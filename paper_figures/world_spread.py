@@ -18,7 +18,16 @@ evaluation reads (4-24); the default with twice its strategies (512: a base poli
 strategies, whose favourites might line up with a band's solvers more alike from world to world; its
 other knobs are not recalibrated) in worlds 1-6; the default's neighbours (a lower confidence floor,
 which raises the hard base into the study's range, with slower or faster memorisation) in the three
-calibration worlds. The evaluation world (data seed 0) is never run here.
+calibration worlds; the default with a stratified world (``world_draw = "stratified"``: the base
+preferences and the generalities take fixed values, and the generality of the base policy's j-th
+favourite is the same in every world) in worlds 1-12. The evaluation world (data seed 0) is never
+run here.
+
+Which part of a world moves the hard levels: in calibration world 1, the hard levels of the default
+with one part of the world (the strategies' generalities, the base preferences, the problem-specific
+base logits' map, the skill map) taken from each of worlds 2-9, with world 1's own world and the
+problems drawn with worlds 2-9's streams, and with world 1 as it is trained from eight other
+training seeds (:data:`VARIATIONS`).
 
 Summaries: for the default (and with 512 strategies), each level's mean and standard deviation over
 its worlds and the share of worlds in which it meets its tolerance; how the default's hard levels
@@ -38,7 +47,7 @@ from calibrate_levels import STUDY_BASE, STUDY_BEST
 
 from isosim import SimConfig, build_population, simulate
 from isosim.experiments.sweep import derive_seed
-from isosim.sim.population import log_softmax
+from isosim.sim.population import log_softmax, make_world, population_in_world
 from isosim.study.findings import CALIBRATION_SEEDS, EVALUATION_SEEDS
 
 BUDGET = 2.0**22
@@ -64,10 +73,20 @@ HELD_OUT_TOP, HELD_OUT_WORLDS = 2, tuple(range(4, 10))
 #: the models whose spread over worlds is measured, with their worlds: the default in every world but
 #: the evaluation world's, twice its strategies (does a base policy spread over more strategies vary
 #: less from world to world?) in six
-SPREAD = (({}, (*CALIBRATION_WORLDS, *OTHER_WORLDS)), ({"n_strategies": 512}, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:3])))
+SPREAD = (({}, (*CALIBRATION_WORLDS, *OTHER_WORLDS)), ({"n_strategies": 512}, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:3])),
+          ({"world_draw": "stratified"}, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:9])))
 SPREAD_MODELS = tuple(m for m, _ in SPREAD)
+#: what part of a world moves the hard levels: in calibration world 1, one part of the world (the
+#: strategies' generalities, the base preferences beta0, the problem-specific base logits' map V0, the
+#: skill map W) taken from another world, or world 1's own world with another world's problem draws,
+#: or world 1 as it is under another training seed (replicates 1-8 of the calibration's root seed)
+COMPONENTS = ("generality", "beta0", "V0", "W", "problems")
+COMPONENT_HOME, COMPONENT_FROM, REPLICATES = 1, tuple(range(2, 10)), tuple(range(1, 9))
+VARIATIONS = ([{"world": COMPONENT_HOME, "component": c, "from": w} for c in COMPONENTS for w in COMPONENT_FROM]
+              + [{"world": COMPONENT_HOME, "replicate": r} for r in REPLICATES])
 CANDIDATES = ([[{"world": w}, m] for m, worlds in SPREAD for w in worlds]
-              + [[{"world": w}, m] for m in (*NEIGHBOURS, *GRID) for w in CALIBRATION_WORLDS])
+              + [[{"world": w}, m] for m in (*NEIGHBOURS, *GRID) for w in CALIBRATION_WORLDS]
+              + [[v, {}] for v in VARIATIONS])
 #: every level a world row holds, with the study's value
 STUDY = {"easy_base": STUDY_BASE, **{f"easy_n{n}": v for n, v in STUDY_BEST.items()},
          "hard_base": STUDY_HARD_BASE, **{f"hard_n{n}": v for n, v in STUDY_HARD_BEST.items()}}
@@ -81,11 +100,12 @@ def world_config(model: dict, world: int, preset: str) -> SimConfig:
     return SimConfig().replace(population={"preset": preset, "seed": world}, model=model)
 
 
-def band_levels(model: dict, world: int, preset: str, ns) -> dict:
-    """``{"base": ..., n: best validation avg@4}`` of one band in one world."""
+def band_levels(model: dict, world: int, preset: str, ns, pop=None, replicate: int = 0) -> dict:
+    """``{"base": ..., n: best validation avg@4}`` of one band in one world (its population ``pop``
+    if given), trained from the calibration's root seed's ``replicate``."""
     cfg = world_config(model, world, preset).replace(eval={"n_evals": 24, "train_split": False})
-    pop = build_population(cfg.population, cfg.model)
-    seed = derive_seed(CALIBRATION_SEEDS["root_seed"], 0)
+    pop = pop or build_population(cfg.population, cfg.model)
+    seed = derive_seed(CALIBRATION_SEEDS["root_seed"], replicate)
     out = {}
     for n in ns:
         run = cfg.replace(allocation={"n": n, "b_problem": B_PROBLEM, "budget": BUDGET, "steps": 0})
@@ -95,8 +115,28 @@ def band_levels(model: dict, world: int, preset: str, ns) -> dict:
     return out
 
 
+def varied_levels(probe: dict) -> dict:
+    """The hard levels of world ``probe["world"]`` with one part of its world, or its problem draws,
+    from world ``probe["from"]`` (``component``), or under training replicate ``probe["replicate"]``."""
+    cfg = world_config({}, probe["world"], "hard")
+    if "replicate" in probe:
+        pop, replicate = None, probe["replicate"]
+    else:
+        other, replicate = world_config({}, probe["from"], "hard"), 0
+        world = make_world(probe["world"], cfg.model)
+        if probe["component"] == "problems":
+            pop = population_in_world(other.population, cfg.model, world)
+        else:
+            world = {**world, probe["component"]: make_world(probe["from"], cfg.model)[probe["component"]]}
+            pop = population_in_world(cfg.population, cfg.model, world)
+    hard = band_levels({}, probe["world"], "hard", HARD_N, pop, replicate)
+    return {"hard_base": hard["base"], **{f"hard_n{n}": hard[n] for n in HARD_N}}
+
+
 def measure(spec: list[dict]) -> dict:
     probe, model = spec
+    if len(probe) > 1:
+        return {"probe": probe, "model": model, "levels": varied_levels(probe), "score": None}
     easy = band_levels(model, probe["world"], "easy", EASY_N)
     hard = band_levels(model, probe["world"], "hard", HARD_N)
     levels = {"easy_base": easy["base"], **{f"easy_n{n}": easy[n] for n in EASY_N},
@@ -177,6 +217,30 @@ def summary(model: dict, rows: list[dict]) -> dict:
             "which": ", ".join(missed) or "none"}
 
 
+COMPONENT_LABELS = {"generality": "the strategies' generalities q_s", "beta0": "the base preferences beta0",
+                    "V0": "the problem-specific base logits' map V0", "W": "the skill map W",
+                    "problems": "the problem draws (world 1's world)", "training": "the training seed"}
+
+
+def components(varied: list[dict], whole: list[dict]) -> list[dict]:
+    """Per part of the world varied (:data:`VARIATIONS`), the hard levels' mean and SD over its draws,
+    beside the default's over whole worlds (``whole``)."""
+    def row(what: str, rs: list[dict]) -> dict:
+        out = {"what varies": what, "draws": len(rs)}
+        for level in ("hard_base", *(f"hard_n{n}" for n in HARD_N)):
+            v = np.array([r["levels"][level] for r in rs])
+            out[level] = f"{v.mean():.3f} (SD {v.std(ddof=1):.3f})"
+        return out
+
+    def part(r: dict) -> str:
+        return r["probe"].get("component", "training")
+
+    return [row(f"{COMPONENT_LABELS[c]}, from worlds {COMPONENT_FROM[0]}-{COMPONENT_FROM[-1]}"
+                if c != "training" else f"{COMPONENT_LABELS[c]} (replicates {REPLICATES[0]}-{REPLICATES[-1]})",
+                [r for r in varied if part(r) == c]) for c in (*COMPONENTS, "training")] + [
+        row(f"the whole world (the default, worlds {whole[0]['probe']['world']}-{whole[-1]['probe']['world']})", whole)]
+
+
 def world_row(r: dict) -> dict:
     lv = r["levels"]
     return {"candidate": search._label({}, r["model"]), "world": r["probe"]["world"],
@@ -192,6 +256,8 @@ def main(argv=None) -> int:
     if started is None:
         return 2
     args, rows, todo, t0 = started
+    varied = [r for r in rows if len(r["probe"]) > 1]
+    rows = [r for r in rows if len(r["probe"]) == 1]
     models = [{}, *NEIGHBOURS, *GRID]
     in_calibration = [[r for r in rows if r["model"] == m and r["probe"]["world"] in CALIBRATION_WORLDS] for m in models]
     ranked = sorted(zip(models, in_calibration), key=lambda mr: (len(fit(mr[1])[0]), fit(mr[1])[1]))
@@ -216,6 +282,8 @@ def main(argv=None) -> int:
                 _table(spread([r for r in rows if r["model"] == m])), "")),
              "## What the default's hard levels move with", "",
              _table(moves_with([r for r in rows if not r["model"]])), "",
+             f"## Which part of the world moves them (world {COMPONENT_HOME}, one part varied at a time)", "",
+             _table(components(varied, [r for r in rows if not r["model"]])), "",
              "## The default and its neighbours over the calibration worlds", "",
              _table([summary(m, rs) for m, rs in ranked]), "",
              f"## The {HELD_OUT_TOP} best of them in worlds {HELD_OUT_WORLDS[0]}-{HELD_OUT_WORLDS[-1]} (beside the "

@@ -298,6 +298,7 @@ CONFIG_DOMAINS = {
         "skill_link": bad_float(0, 1, lo_open=True, hi_open=True), "common": bad_float(0, 1, True, True),
         "execution_a": bad_float(0, lo_open=True), "execution_b": bad_float(0),
         "confidence_floor": bad_float(0, 1, lo_open=False, hi_open=True), "confidence_knee": bad_float(0),
+        "world_draw": bad_choice(lambda t: t in ("random", "stratified")),
         "logit_mean": bad_float(), "logit_std": bad_float(0, lo_open=True),
         "shared": bad_float(0, lo_open=True), "local": bad_float(0, lo_open=True),
         "local_share": bad_choice(lambda t: t.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off")),

@@ -143,6 +143,34 @@ def test_skill_link_zero_is_the_independent_generator():
     assert np.array_equal(a.rewards, y) and np.array_equal(a.features, z)
 
 
+def test_a_stratified_world_fixes_the_values_and_the_favourites_generalities():
+    """world_draw "stratified": beta0 is prior_scale times the S normal quantiles and q the S Beta
+    quantiles, in every world; the generality at each preference rank is the same from world to
+    world, and the first ranks' generalities spread over the distribution; the rest of the world
+    (V0, W) is the random world's draw, and "random" is the generator as it was."""
+    from statistics import NormalDist
+
+    from scipy.stats import beta as beta_dist
+
+    from isosim.sim.models import strategies
+
+    cfg = ModelConfig(world_draw="stratified", n_strategies=64)
+    u = (np.arange(64) + 0.5) / 64
+    by_rank = []
+    for seed in (1, 2, 3):
+        world = strategies.make_world(cfg, np.random.default_rng(seed))
+        plain = strategies.make_world(ModelConfig(n_strategies=64), np.random.default_rng(seed))
+        assert np.allclose(np.sort(world["beta0"]), 10.0 * np.array([NormalDist().inv_cdf(x) for x in u]))
+        assert np.allclose(np.sort(world["generality"]), beta_dist.ppf(u, 0.5, 4.0))
+        assert np.array_equal(world["V0"], plain["V0"]) and np.array_equal(world["W"], plain["W"])
+        by_rank.append(world["generality"][np.argsort(-world["beta0"])])
+    assert np.array_equal(by_rank[0], by_rank[1]) and np.array_equal(by_rank[0], by_rank[2])
+    top = np.searchsorted(np.sort(by_rank[0]), by_rank[0][:8])  # quantile indices of the 8 favourites
+    assert np.all(np.histogram(top, bins=4, range=(0, 64))[0] == 2)
+    favourites = [np.argsort(-strategies.make_world(cfg, np.random.default_rng(s))["beta0"])[0] for s in range(6)]
+    assert len(set(favourites)) > 1  # which strategy is the favourite is still drawn
+
+
 def test_validation_bands_can_differ_from_training():
     cfg = PopulationConfig(preset="hard", val_mixture_weights=(("easy", 0.5), ("very-easy", 0.5)), measure="exact",
                            **SMALL)

@@ -104,7 +104,8 @@ FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
 OTHER = set(base.ModelSection.__annotations__)  # the kind and the learning paths, read through path_scales
 CHANGED = {"n_strategies": 12, "rank": 3, "generality_a": 0.9, "generality_b": 2.0, "prior_scale": 1.0,
            "embed_scale": 0.5, "skill_link": 0.2, "dim": 5, "common": 0.8, "logit_mean": 0.5, "logit_std": 1.0,
-           "execution_a": 1.5, "execution_b": 0.7, "confidence_floor": 0.5, "confidence_knee": 0.3}
+           "execution_a": 1.5, "execution_b": 0.7, "confidence_floor": 0.5, "confidence_knee": 0.3,
+           "world_draw": "stratified"}
 
 
 def _draw(cfg: ModelConfig):

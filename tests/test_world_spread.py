@@ -22,6 +22,9 @@ def test_no_candidate_runs_in_the_evaluation_world():
     assert set(CALIBRATION_SEEDS["data_seeds"]) <= worlds
     with pytest.raises(ValueError, match="evaluation world"):
         ws.band_levels({}, EVALUATION_SEEDS["data_seed"], "easy", (8,))
+    assert EVALUATION_SEEDS["data_seed"] not in {probe.get("from") for probe, _ in ws.CANDIDATES}
+    with pytest.raises(ValueError, match="evaluation world"):
+        ws.varied_levels({"world": 1, "component": "W", "from": EVALUATION_SEEDS["data_seed"]})
     # the neighbours run in the calibration worlds only; the spread models also in the unread ones
     for probe, model in ws.CANDIDATES:
         if model not in ws.SPREAD_MODELS:
@@ -64,3 +67,24 @@ def test_world_stats_read_a_hard_set_before_training():
     st = ws.world_stats(1, {"n_strategies": 16, "rank": 4})
     assert 0.0 <= st["general_share"] <= 1.0
     assert st["gap"] <= 0.0  # the best correct strategy is never above the favourite
+
+
+def test_components_summarise_each_varied_part_beside_whole_worlds():
+    """One row per part varied (each part's draws, then the training seeds), then the whole worlds';
+    each level's mean and SD over the rows that vary that part."""
+    levels = ("hard_base", *(f"hard_n{n}" for n in ws.HARD_N))
+
+    def row(probe: dict, x: float) -> dict:
+        return {"probe": probe, "model": {}, "levels": {k: x for k in levels}}
+
+    varied = [row({"world": 1, "component": c, "from": w}, 0.1 * i + 0.01 * w)
+              for i, c in enumerate(ws.COMPONENTS) for w in (2, 3)]
+    varied += [row({"world": 1, "replicate": r}, 0.5) for r in (1, 2)]
+    whole = [row({"world": w}, 0.02 * w) for w in (1, 2, 3)]
+    out = ws.components(varied, whole)
+    assert [r["draws"] for r in out] == [2] * (len(ws.COMPONENTS) + 1) + [3]
+    assert out[0]["what varies"].startswith("the strategies' generalities")
+    assert out[0]["hard_n8"] == f"0.025 (SD {np.std([0.02, 0.03], ddof=1):.3f})"
+    assert out[len(ws.COMPONENTS)]["hard_base"] == "0.500 (SD 0.000)"
+    assert out[-1]["what varies"] == "the whole world (the default, worlds 1-3)"
+    assert out[-1]["hard_n128"] == "0.040 (SD 0.020)"

@@ -103,6 +103,10 @@ class PopulationConfig:
         _check(_finite(self.length_sigma) and self.length_sigma >= 0, "length_sigma must be >= 0")
 
 
+#: how a strategies world draws its base preferences and generalities (``ModelConfig.world_draw``)
+WORLD_DRAWS = ("random", "stratified")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """The surrogate policy and its knobs (see ``isosim.sim.models``).
@@ -137,6 +141,11 @@ class ModelConfig:
     # mass on correct strategies: where it rarely picks a right strategy it is also unsure (floor 1: off)
     confidence_floor: float = 0.25  # (calibrated on both bands: paper_figures/calibration_confidence.md)
     confidence_knee: float = 0.02  # (calibrated)
+    # how a world draws the base preferences beta0 and the generalities q_s: "random", independent
+    # draws; "stratified", beta0 at the normal quantiles (to random strategies) and q_s at the Beta
+    # quantiles, paired with the base policy's preference ranks by a fixed low-discrepancy order, so
+    # the generality of the base policy's favourites is the same in every world
+    world_draw: str = "random"
     # features
     dim: int = 16
     common: float = 0.5
@@ -166,6 +175,8 @@ class ModelConfig:
         _check(_finite(self.common) and 0.0 <= self.common <= 1.0, f"common must be in [0, 1], got {self.common}")
         _check(_finite(self.confidence_floor) and 0.0 < self.confidence_floor <= 1.0,
                f"confidence_floor must be in (0, 1], got {self.confidence_floor}")
+        _check(self.world_draw in WORLD_DRAWS,
+               f"world_draw must be one of {', '.join(WORLD_DRAWS)}, got {self.world_draw!r}")
         _check(_finite(self.confidence_knee) and self.confidence_knee > 0,
                f"confidence_knee must be > 0, got {self.confidence_knee}")
         _check(_finite(self.skill_link) and 0.0 <= self.skill_link <= 1.0,
@@ -305,8 +316,11 @@ class SimConfig:
     # --- serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = _to_plain(dataclasses.asdict(self))
-        if d["eval"]["train_split"]:  # the default, left out: ids of configs written before the field stay as they were
+        # defaults of fields added later are left out: ids of configs written before them stay as they were
+        if d["eval"]["train_split"]:
             del d["eval"]["train_split"]
+        if d["model"]["world_draw"] == "random":
+            del d["model"]["world_draw"]
         return d
 
     @classmethod

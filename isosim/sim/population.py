@@ -140,9 +140,24 @@ POPULATION_CACHE = 16
 
 @functools.lru_cache(maxsize=POPULATION_CACHE)
 def _build_cached(cfg: PopulationConfig, model: ModelConfig) -> Population:
-    seeds = np.random.SeedSequence([cfg.seed, 0x150517]).spawn(4)
-    world_rng, train_rng, val_rng, len_rng = (np.random.default_rng(s) for s in seeds)
-    world = model_module(model).make_world(model, world_rng)
+    return population_in_world(cfg, model, make_world(cfg.seed, model))
+
+
+def _streams(seed: int) -> list[np.random.Generator]:
+    """The random streams of data seed ``seed``: the world, the training set, the validation set, lengths."""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence([seed, 0x150517]).spawn(4)]
+
+
+def make_world(seed: int, model: ModelConfig) -> dict:
+    """The world (what is shared by every problem: strategies, skills, base preferences) of data seed
+    ``seed`` under ``model``'s generator."""
+    return model_module(model).make_world(model, _streams(seed)[0])
+
+
+def population_in_world(cfg: PopulationConfig, model: ModelConfig, world: dict) -> Population:
+    """The train and validation sets of ``cfg`` (problems drawn with ``cfg.seed``'s streams) in ``world``;
+    :func:`build_population` draws them in ``cfg.seed``'s own world."""
+    _, train_rng, val_rng, len_rng = _streams(cfg.seed)
     d, v = cfg.resolved_train_size(), cfg.val_size
     if cfg.preset == "file":
         values = load_pass_rates(cfg.path)

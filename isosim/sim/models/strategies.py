@@ -48,6 +48,7 @@ class Knobs(ModelSection, Protocol):
     execution_b: float
     confidence_floor: float
     confidence_knee: float
+    world_draw: str
 
 
 KNOBS = knob_names(Knobs)
@@ -63,7 +64,40 @@ def make_world(cfg: Knobs, rng: np.random.Generator) -> dict:
     if cfg.skill_link > 0 and r > 0:
         w = rng.normal(size=(r, s))
         world["W"] = w / np.linalg.norm(w, axis=0, keepdims=True)  # unit columns: (z W)_s ~ N(0, 1)
+    if cfg.world_draw == "stratified":
+        world["beta0"], world["generality"] = stratified_preferences(cfg, rng)
     return world
+
+
+#: the golden ratio's fractional part: ``frac(k phi)``, k = 1, 2, ..., spreads any run of consecutive
+#: k evenly over [0, 1) (Weyl's low-discrepancy sequence)
+_GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+
+
+def stratified_preferences(cfg: Knobs, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(beta0, q)`` of a stratified world, the rest of the world drawn as in a random one.
+
+    ``beta0`` takes the values ``prior_scale * Phi^-1((k + 1/2) / S)``, k = 0 ... S-1, in a random
+    order over the strategies. The strategy the base policy ranks j-th (j = 0: the largest
+    ``beta0``) gets the generality ``F^-1((m_j + 1/2) / S)``, ``F`` the ``Beta(generality_a,
+    generality_b)`` distribution and ``m_j`` the rank of ``frac((j + 1) phi)`` among j = 0 ... S-1:
+    any few consecutive preference ranks get generalities spread over the whole distribution. In a
+    random world the few favourites that the base policy's mass sits on draw their generalities
+    independently, and from one world to the next the hard band's levels move with them by more
+    than they are held to; here the favourites' generalities are the same in every world.
+    """
+    from statistics import NormalDist
+
+    from scipy.special import betaincinv
+
+    s = cfg.n_strategies
+    u = (np.arange(s) + 0.5) / s
+    normal = NormalDist().inv_cdf
+    beta0 = cfg.prior_scale * np.array([normal(x) for x in u])[rng.permutation(s)]
+    order = np.argsort(np.argsort(-beta0, kind="stable"), kind="stable")  # preference rank of each strategy
+    weyl = np.argsort(np.argsort(np.mod(np.arange(1, s + 1) * _GOLDEN, 1.0), kind="stable"), kind="stable")
+    q = betaincinv(cfg.generality_a, cfg.generality_b, u)[weyl][order]
+    return beta0, q
 
 
 def solves(cfg: Knobs, world: dict, rng: np.random.Generator, z: np.ndarray) -> np.ndarray:
