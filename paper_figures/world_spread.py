@@ -20,8 +20,10 @@ other knobs are not recalibrated) in worlds 1-6; the default's neighbours (a low
 which raises the hard base into the study's range, with slower or faster memorisation) in the three
 calibration worlds; the default with a stratified world (``world_draw = "stratified"``: the base
 preferences and the generalities take fixed values, and the generality of the base policy's j-th
-favourite is the same in every world) in worlds 1-12. The evaluation world (data seed 0) is never
-run here.
+favourite is the same in every world) in worlds 1-12, and a search of its knobs in stratified worlds
+(:data:`STRATIFIED_GRID`, three rounds over the calibration worlds, each chosen from the one before),
+whose two best are read again in worlds 4-12 beside both defaults. The evaluation world (data seed 0)
+is never run here.
 
 Which part of a world moves the hard levels: in calibration world 1, the hard levels of the default
 with one part of the world (the strategies' generalities, the base preferences, the problem-specific
@@ -73,8 +75,9 @@ HELD_OUT_TOP, HELD_OUT_WORLDS = 2, tuple(range(4, 10))
 #: the models whose spread over worlds is measured, with their worlds: the default in every world but
 #: the evaluation world's, twice its strategies (does a base policy spread over more strategies vary
 #: less from world to world?) in six
+STRATIFIED = {"world_draw": "stratified"}
 SPREAD = (({}, (*CALIBRATION_WORLDS, *OTHER_WORLDS)), ({"n_strategies": 512}, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:3])),
-          ({"world_draw": "stratified"}, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:9])))
+          (STRATIFIED, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:9])))
 SPREAD_MODELS = tuple(m for m, _ in SPREAD)
 #: what part of a world moves the hard levels: in calibration world 1, one part of the world (the
 #: strategies' generalities, the base preferences beta0, the problem-specific base logits' map V0, the
@@ -84,8 +87,31 @@ COMPONENTS = ("generality", "beta0", "V0", "W", "problems")
 COMPONENT_HOME, COMPONENT_FROM, REPLICATES = 1, tuple(range(2, 10)), tuple(range(1, 9))
 VARIATIONS = ([{"world": COMPONENT_HOME, "component": c, "from": w} for c in COMPONENTS for w in COMPONENT_FROM]
               + [{"world": COMPONENT_HOME, "replicate": r} for r in REPLICATES])
+def _stratified(floor: float, local: float, shared: float = 0.06, execution_a: float | None = None,
+                skill_link: float = 0.7) -> dict:
+    knobs = {"confidence_floor": floor, "local": local, "shared": shared, "execution_a": execution_a,
+             "skill_link": skill_link}
+    drop = {"shared": 0.06, "execution_a": None, "skill_link": 0.7}
+    return {**STRATIFIED, **{k: v for k, v in knobs.items() if k not in drop or v != drop[k]}}
+
+
+#: the stratified world's knobs, searched over the calibration worlds in three rounds, each chosen from
+#: the one before: the floor, memorisation and the shared path; then, on the best of those, the execution
+#: rates' Beta a (a higher mean e_i lifts the levels a held-out problem can reach: the easy set's at large
+#: n) and the skill link (how far transfer reaches the niche strategies hard problems need); then faster
+#: memorisation, which lowers the hard levels at n = 32 and 128
+STRATIFIED_GRID = (
+    *(_stratified(f, loc, sh) for f in (0.2, 0.22) for loc in (960.0, 1200.0, 1400.0) for sh in (0.06, 0.07)),
+    *(_stratified(0.22, 1400.0, 0.07, ea if ea != 8 else None, sl)
+      for ea, sl in ((10.0, 0.7), (12.0, 0.7), (10.0, 0.6), (12.0, 0.6), (10.0, 0.5), (12.0, 0.5), (8, 0.6), (8, 0.5))),
+    *(_stratified(f, loc, 0.07, ea, sl) for f, ea, loc, sl in (
+        (0.22, 10.0, 1800.0, 0.6), (0.22, 10.0, 2200.0, 0.6), (0.22, 12.0, 1800.0, 0.6), (0.22, 12.0, 2200.0, 0.6),
+        (0.22, 12.0, 1800.0, 0.7), (0.22, 12.0, 2200.0, 0.7), (0.22, 12.0, 1800.0, 0.5), (0.2, 12.0, 2000.0, 0.6))),
+)
+#: the worlds the best stratified candidates are read again in (beside the stratified default there)
+STRATIFIED_HELD_OUT_WORLDS = OTHER_WORLDS[:9]
 CANDIDATES = ([[{"world": w}, m] for m, worlds in SPREAD for w in worlds]
-              + [[{"world": w}, m] for m in (*NEIGHBOURS, *GRID) for w in CALIBRATION_WORLDS]
+              + [[{"world": w}, m] for m in (*NEIGHBOURS, *GRID, *STRATIFIED_GRID) for w in CALIBRATION_WORLDS]
               + [[v, {}] for v in VARIATIONS])
 #: every level a world row holds, with the study's value
 STUDY = {"easy_base": STUDY_BASE, **{f"easy_n{n}": v for n, v in STUDY_BEST.items()},
@@ -251,6 +277,14 @@ def world_row(r: dict) -> dict:
             "rms": r["score"]}
 
 
+def rank(models: list[dict], rows: list[dict], default: dict) -> tuple[list, list[dict]]:
+    """``models`` with their rows in the calibration worlds, best first (fewest levels missed, then
+    RMS), and the :data:`HELD_OUT_TOP` best that are not ``default``."""
+    in_calibration = [[r for r in rows if r["model"] == m and r["probe"]["world"] in CALIBRATION_WORLDS] for m in models]
+    ranked = sorted(zip(models, in_calibration), key=lambda mr: (len(fit(mr[1])[0]), fit(mr[1])[1]))
+    return ranked, [m for m, _ in ranked if m != default][:HELD_OUT_TOP]
+
+
 def main(argv=None) -> int:
     started = search.run_search("world_spread", __doc__, measure, CANDIDATES, argv)
     if started is None:
@@ -258,16 +292,19 @@ def main(argv=None) -> int:
     args, rows, todo, t0 = started
     varied = [r for r in rows if len(r["probe"]) > 1]
     rows = [r for r in rows if len(r["probe"]) == 1]
-    models = [{}, *NEIGHBOURS, *GRID]
-    in_calibration = [[r for r in rows if r["model"] == m and r["probe"]["world"] in CALIBRATION_WORLDS] for m in models]
-    ranked = sorted(zip(models, in_calibration), key=lambda mr: (len(fit(mr[1])[0]), fit(mr[1])[1]))
-    chosen = [m for m, _ in ranked[:HELD_OUT_TOP] if m]
+    ranked, chosen = rank([{}, *NEIGHBOURS, *GRID], rows, {})
+    ranked_s, chosen_s = rank([STRATIFIED, *STRATIFIED_GRID], rows, STRATIFIED)
     # the chosen models' held-out worlds are not among the candidates, so their rows are new
-    more = [[{"world": w}, m] for m in chosen for w in HELD_OUT_WORLDS]
+    more = ([[{"world": w}, m] for m in chosen for w in HELD_OUT_WORLDS]
+            + [[{"world": w}, m] for m in chosen_s for w in STRATIFIED_HELD_OUT_WORLDS])
     done, measured = search.journalled(measure, more, args.journal, args.workers)
     rows, todo = rows + [done[search._key(c)] for c in more], todo + measured
-    held_out = [summary(m, [r for r in rows if r["model"] == m and r["probe"]["world"] in HELD_OUT_WORLDS])
-                for m in ({}, *chosen)]
+
+    def held(models, worlds):
+        return [summary(m, [r for r in rows if r["model"] == m and r["probe"]["world"] in worlds]) for m in models]
+
+    held_out = held(({}, *chosen), HELD_OUT_WORLDS)
+    held_out_s = held(({}, STRATIFIED, *chosen_s), STRATIFIED_HELD_OUT_WORLDS)
     study = {**world_row({"probe": {"world": "-"}, "model": {}, "levels": STUDY, "score": "-"}), "candidate": "study"}
     lines = ["# How much the levels depend on the world (generated by `python paper_figures/world_spread.py`)", "",
              f"Validation avg@4, B_problem {B_PROBLEM}, best value by 2^22 rollouts, one run per cell from the "
@@ -288,6 +325,10 @@ def main(argv=None) -> int:
              _table([summary(m, rs) for m, rs in ranked]), "",
              f"## The {HELD_OUT_TOP} best of them in worlds {HELD_OUT_WORLDS[0]}-{HELD_OUT_WORLDS[-1]} (beside the "
              "default there)", "", _table(held_out), "",
+             "## Stratified worlds: the knobs over the calibration worlds", "",
+             _table([summary(m, rs) for m, rs in ranked_s]), "",
+             f"## The {HELD_OUT_TOP} best of them in worlds {STRATIFIED_HELD_OUT_WORLDS[0]}-"
+             f"{STRATIFIED_HELD_OUT_WORLDS[-1]} (beside both defaults there)", "", _table(held_out_s), "",
              "## Every world", "", _table([study, *map(world_row, rows)]), ""]
     search.finish_search(args.out, lines, len(rows), todo, t0)
     return 0

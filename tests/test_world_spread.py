@@ -2,6 +2,7 @@
 holds each level to the tolerance it names, and summarises worlds as it says."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -19,6 +20,10 @@ def test_no_candidate_runs_in_the_evaluation_world():
     assert EVALUATION_SEEDS["data_seed"] not in worlds
     assert EVALUATION_SEEDS["data_seed"] not in ws.HELD_OUT_WORLDS
     assert not set(ws.HELD_OUT_WORLDS) & set(CALIBRATION_SEEDS["data_seeds"])
+    assert EVALUATION_SEEDS["data_seed"] not in ws.STRATIFIED_HELD_OUT_WORLDS
+    assert not set(ws.STRATIFIED_HELD_OUT_WORLDS) & set(CALIBRATION_SEEDS["data_seeds"])
+    assert all(m["world_draw"] == "stratified" for m in ws.STRATIFIED_GRID)
+    assert len({json.dumps(m, sort_keys=True) for m in ws.STRATIFIED_GRID}) == len(ws.STRATIFIED_GRID)
     assert set(CALIBRATION_SEEDS["data_seeds"]) <= worlds
     with pytest.raises(ValueError, match="evaluation world"):
         ws.band_levels({}, EVALUATION_SEEDS["data_seed"], "easy", (8,))
@@ -88,3 +93,31 @@ def test_components_summarise_each_varied_part_beside_whole_worlds():
     assert out[len(ws.COMPONENTS)]["hard_base"] == "0.500 (SD 0.000)"
     assert out[-1]["what varies"] == "the whole world (the default, worlds 1-3)"
     assert out[-1]["hard_n128"] == "0.040 (SD 0.020)"
+
+
+def test_rank_orders_by_levels_missed_then_rms_and_leaves_out_the_default():
+    """Over the calibration worlds only: fewest levels missed first, then the smaller RMS; the
+    default is ranked but never chosen for the held-out worlds."""
+    a, b, c, d = {"local": 1.0}, {"local": 2.0}, {"local": 3.0}, {}
+    rows = ([_row(w, 0.0, a) for w in (1, 2, 3)] + [_row(w, 0.01, b) for w in (1, 2, 3)]
+            + [_row(w, 0.04, c) for w in (1, 2)] + [_row(w, 0.0, c) for w in (3, 4)]
+            + [_row(w, 0.0, d) for w in (1, 2, 3)] + [_row(9, 1.0, a)])
+    ranked, chosen = ws.rank([a, b, c, d], rows, d)
+    assert [m for m, _ in ranked] == [a, d, b, c]
+    assert [len(rs) for _, rs in ranked] == [3, 3, 3, 3]  # world 4 and 9 are not calibration worlds
+    assert chosen == [a, b]
+
+
+def test_the_stratified_model_file_is_a_searched_candidate():
+    """docs/stratified_model.toml reads as a model config whose model is one of the stratified
+    candidates the search measured (the same knobs, the rest the package default's)."""
+    import dataclasses
+
+    from isosim.calibrate.config_file import read_model_config
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "stratified_model.toml"
+    model = read_model_config(path).config.model
+    default = ws.SimConfig().model
+    changed = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)
+               if getattr(model, f.name) != getattr(default, f.name)}
+    assert changed in ws.STRATIFIED_GRID
