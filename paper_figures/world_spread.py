@@ -72,10 +72,10 @@ GRID = tuple(m for m in ({"confidence_floor": f, "local": loc, **({"shared": sh}
 #: the candidates ranked best over the calibration worlds (fewest levels missed, then RMS) that are
 #: read again in worlds neither the calibration nor the evaluation reads
 HELD_OUT_TOP, HELD_OUT_WORLDS = 2, tuple(range(4, 10))
+STRATIFIED = {"world_draw": "stratified"}
 #: the models whose spread over worlds is measured, with their worlds: the default in every world but
 #: the evaluation world's, twice its strategies (does a base policy spread over more strategies vary
-#: less from world to world?) in six
-STRATIFIED = {"world_draw": "stratified"}
+#: less from world to world?) in six, the default's knobs in a stratified world in twelve
 SPREAD = (({}, (*CALIBRATION_WORLDS, *OTHER_WORLDS)), ({"n_strategies": 512}, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:3])),
           (STRATIFIED, (*CALIBRATION_WORLDS, *OTHER_WORLDS[:9])))
 SPREAD_MODELS = tuple(m for m, _ in SPREAD)
@@ -87,6 +87,8 @@ COMPONENTS = ("generality", "beta0", "V0", "W", "problems")
 COMPONENT_HOME, COMPONENT_FROM, REPLICATES = 1, tuple(range(2, 10)), tuple(range(1, 9))
 VARIATIONS = ([{"world": COMPONENT_HOME, "component": c, "from": w} for c in COMPONENTS for w in COMPONENT_FROM]
               + [{"world": COMPONENT_HOME, "replicate": r} for r in REPLICATES])
+
+
 def _stratified(floor: float, local: float, shared: float = 0.06, execution_a: float | None = None,
                 skill_link: float = 0.7) -> dict:
     knobs = {"confidence_floor": floor, "local": local, "shared": shared, "execution_a": execution_a,
@@ -155,18 +157,20 @@ def varied_levels(probe: dict) -> dict:
         else:
             world = {**world, probe["component"]: make_world(probe["from"], cfg.model)[probe["component"]]}
             pop = population_in_world(cfg.population, cfg.model, world)
-    hard = band_levels({}, probe["world"], "hard", HARD_N, pop, replicate)
-    return {"hard_base": hard["base"], **{f"hard_n{n}": hard[n] for n in HARD_N}}
+    return named("hard", band_levels({}, probe["world"], "hard", HARD_N, pop, replicate))
+
+
+def named(band: str, levels: dict) -> dict:
+    """:func:`band_levels`'s output under the names a world row holds (``hard_base``, ``hard_n8``, ...)."""
+    return {f"{band}_base" if k == "base" else f"{band}_n{k}": v for k, v in levels.items()}
 
 
 def measure(spec: list[dict]) -> dict:
     probe, model = spec
     if len(probe) > 1:
         return {"probe": probe, "model": model, "levels": varied_levels(probe), "score": None}
-    easy = band_levels(model, probe["world"], "easy", EASY_N)
-    hard = band_levels(model, probe["world"], "hard", HARD_N)
-    levels = {"easy_base": easy["base"], **{f"easy_n{n}": easy[n] for n in EASY_N},
-              "hard_base": hard["base"], **{f"hard_n{n}": hard[n] for n in HARD_N}}
+    levels = {**named("easy", band_levels(model, probe["world"], "easy", EASY_N)),
+              **named("hard", band_levels(model, probe["world"], "hard", HARD_N))}
     return {"probe": probe, "model": model, "levels": levels, "score": rms(levels)}
 
 
@@ -281,7 +285,9 @@ def rank(models: list[dict], rows: list[dict], default: dict) -> tuple[list, lis
     """``models`` with their rows in the calibration worlds, best first (fewest levels missed, then
     RMS), and the :data:`HELD_OUT_TOP` best that are not ``default``."""
     in_calibration = [[r for r in rows if r["model"] == m and r["probe"]["world"] in CALIBRATION_WORLDS] for m in models]
-    ranked = sorted(zip(models, in_calibration), key=lambda mr: (len(fit(mr[1])[0]), fit(mr[1])[1]))
+    fits = [fit(rs) for rs in in_calibration]
+    order = sorted(range(len(models)), key=lambda i: (len(fits[i][0]), fits[i][1]))
+    ranked = [(models[i], in_calibration[i]) for i in order]
     return ranked, [m for m, _ in ranked if m != default][:HELD_OUT_TOP]
 
 
