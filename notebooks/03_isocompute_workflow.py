@@ -59,8 +59,8 @@ print(f"{len(list(spec.runs(0)))} runs: n in {spec.n}, B_problem = {spec.b_probl
 # renders here; on the command line, `isosim sweep SPEC --out DIR` does the same).
 
 # %%
-store_dir = tempfile.mkdtemp(prefix="isosim-sweep-")
-store = run_sweep(spec, store_dir, workers=2)
+workdir = tempfile.TemporaryDirectory(prefix="isosim-sweep-")  # removed when the kernel stops
+store = run_sweep(spec, workdir.name, workers=2)
 ev = evaluations(store.read())  # one row per evaluation: run, n, B_problem, compute, metrics
 ev[["run", "n", "B_problem", "step", "compute", "avg@4", "best@4", "worst@4"]].head()
 

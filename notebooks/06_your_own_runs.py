@@ -32,7 +32,8 @@ spec = importlib.util.spec_from_file_location("make_trl_runs", "../docs/make_trl
 mk = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mk)
 mk.offline()
-out = Path(tempfile.mkdtemp())
+workdir = tempfile.TemporaryDirectory(prefix="isosim-runs-")  # removed when the kernel stops
+out = Path(workdir.name)
 runs = [mk.make_run(out / f"n{n}", n, seed=0, steps=40, b_problem=4) for n in (2, 4, 8)]
 rates = mk.base_pass_rates(out / "pass_rates.csv", seed=0, problems=64)
 print(*runs, rates, sep="\n")

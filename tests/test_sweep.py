@@ -169,7 +169,11 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     spec_file.write_text(KILL_SPEC)
     out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "isosim", "sweep", str(spec_file), "--out", str(out), "--workers", "2", "--quiet"]
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # a killed sweep cannot remove its temporary folder of shared problem sets: keep it in tmp_path
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + 120
     while time.time() < deadline:
         done = list((out / "runs").glob("*.parquet")) if (out / "runs").exists() else []
@@ -182,7 +186,9 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert 0 < partial < 16, "the kill should land mid-sweep"
     for p in (out / "runs").glob("*.parquet"):
         pd.read_parquet(p)  # every stored file is whole
-    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    left = set(scratch.iterdir())
+    assert subprocess.run(cmd, capture_output=True, env=env).returncode == 0
+    assert set(scratch.iterdir()) == left, "the resumed sweep removes its own temporary folder"
     assert not list((out / "runs").glob(".*.tmp"))
     resumed = RunStore.load(out).read()
     fresh = run_sweep(SweepSpec.from_toml(KILL_SPEC), tmp_path / "fresh", workers=2, progress=False).read()
