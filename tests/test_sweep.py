@@ -199,7 +199,12 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
 def _watch_submissions(monkeypatch, on_submit) -> None:
     """Make every executor a sweep opens call ``on_submit(args)`` (the arguments of ``run_one``)
-    before it submits a run."""
+    before it submits a run (not before a build of a problem set, :func:`_watch_every_submission`)."""
+    _watch_every_submission(monkeypatch, lambda fn, args: on_submit(args) if fn.__name__ == "run_one" else None)
+
+
+def _watch_every_submission(monkeypatch, on_submit) -> None:
+    """Make every executor a sweep opens call ``on_submit(fn, args)`` before it submits anything."""
     from contextlib import contextmanager
 
     import isosim.experiments.executors as executors
@@ -211,7 +216,7 @@ def _watch_submissions(monkeypatch, on_submit) -> None:
             self.ex, self.workers = ex, ex.workers
 
         def submit(self, fn, *args):
-            on_submit(args)
+            on_submit(fn, args)
             return self.ex.submit(fn, *args)
 
     @contextmanager
@@ -220,6 +225,32 @@ def _watch_submissions(monkeypatch, on_submit) -> None:
             yield Watched(ex)
 
     monkeypatch.setattr(executors, "make_executor", watched_executor)
+
+
+def test_each_problem_set_is_built_once_before_the_runs_that_train_on_it(tmp_path, monkeypatch):
+    """With workers on the local host, the sweeps of one call first hand out one build per
+    distinct problem set (here two data seeds), in the order their runs first need them, then
+    the runs; the stored runs equal those of sweeps run one by one on one worker."""
+    import dataclasses
+
+    from isosim.experiments.shared_populations import set_key
+    from isosim.experiments.sweep import run_sweeps
+    from isosim.sim.config import SimConfig
+
+    calls = []
+    _watch_every_submission(monkeypatch, lambda fn, args: calls.append((fn.__name__, args)))
+    a = SweepSpec.from_toml(KILL_SPEC.replace("budget = 300000", "budget = 4000"))
+    b = dataclasses.replace(a, id="seed-1", base=a.base.replace(population={"seed": 1}))
+    stores = run_sweeps([(a, tmp_path / "a"), (b, tmp_path / "b")], workers=2, progress=False)
+    runs = sum(len(s.keys()) for s in stores)
+    assert [name for name, _ in calls] == ["build_set"] * 2 + ["run_one"] * runs
+    configs = [SimConfig.from_json(args[0]) for _, args in calls]
+    built = [set_key(c.population, c.model) for c in configs[:2]]
+    assert len(set(built)) == 2
+    assert built == list(dict.fromkeys(set_key(c.population, c.model) for c in configs[2:]))
+    for spec, store in ((a, stores[0]), (b, stores[1])):
+        alone = run_sweep(spec, tmp_path / f"{spec.id}-alone", workers=1, progress=False)
+        pd.testing.assert_frame_equal(_sorted(store.read()), _sorted(alone.read()))
 
 
 @pytest.mark.parametrize("limit", [1, 3])

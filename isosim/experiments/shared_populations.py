@@ -4,7 +4,10 @@ A run's problem sets are built from its config (a few CPU-seconds for the study'
 kept by the process that built them (:data:`isosim.sim.population.POPULATION_CACHE`). Two
 workers that run on the same sets would each build them. Given a folder that every worker of
 the sweep can read, the first worker to need a set builds it and writes it there while it holds
-the set's lock; the others wait for the lock and read the file instead of building.
+the set's lock; the others wait for the lock and read the file instead of building. A sweep
+hands out one build of each of its sets before its runs
+(:func:`isosim.experiments.sweep.build_set`), so the workers build different sets side by side
+instead of one waiting while another builds the set both need next.
 """
 from __future__ import annotations
 

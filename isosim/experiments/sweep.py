@@ -189,6 +189,16 @@ def run_one(config_json: str, seed: int, key: str, replicate: int, shared: str |
     return table
 
 
+def build_set(config_json: str, shared: str) -> None:
+    """Worker: build the problem sets of a run's config into the ``shared`` folder (or find them
+    there), ahead of the runs that train on them (:func:`_with_builds`)."""
+    from threadpoolctl import threadpool_limits
+
+    cfg = SimConfig.from_json(config_json)
+    with threadpool_limits(limits=1):
+        _population(cfg.population, cfg.model, shared)
+
+
 def run_cost(config: SimConfig) -> float:
     """A proxy for a run's duration, used to start the longest runs first: problem visits of
     its training steps (``M * B_problem``) and of its evaluations (validation problems, and the
@@ -228,8 +238,8 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     to the others instead of run again. When the workers run on the local host (no ``address``),
     the kernels are compiled here first (:func:`isosim.sim.run.compile_kernels`): forked workers
     inherit them and spawned ones read the cache, instead of each compiling them; and the
-    workers share their problem sets through a temporary folder, so each set is built once
-    (:mod:`isosim.experiments.shared_populations`).
+    workers share their problem sets through a temporary folder, so each set is built once, and
+    the builds go out before the runs, side by side (:mod:`isosim.experiments.shared_populations`).
     """
     from .executors import check_executor_args, make_executor
 
@@ -270,10 +280,26 @@ def run_sweeps(jobs, backend: str = "local", address: str | None = None, workers
     return stores
 
 
+def _with_builds(todo: list, shared: str | None) -> list:
+    """``todo`` preceded by one build of each distinct problem set it trains on, in the order
+    the runs first need them (``targets`` None marks a build). Handed out first, the builds run
+    side by side on the workers; without them, two workers whose next runs need the same new
+    set would both stop for it, one building while the other waits on its lock."""
+    if shared is None:
+        return todo
+    from .shared_populations import set_key
+
+    first: dict = {}
+    for _, _, _, run in todo:
+        first.setdefault(set_key(run.config.population, run.config.model), run)
+    return [(0.0, -1, None, run) for run in first.values()] + todo
+
+
 def _run_all(ex, bar, todo: list, max_in_flight: int | None, shared: str | None) -> None:
-    """Submit ``todo``'s runs, at most ``max_in_flight`` at once, and store each as it ends."""
+    """Submit ``todo``'s runs, at most ``max_in_flight`` at once, and store each as it ends; with
+    a ``shared`` folder, the problem sets are built first (:func:`_with_builds`)."""
     limit = max_in_flight or 2 * ex.workers
-    queue = iter(todo)
+    queue = iter(_with_builds(todo, shared))
     pending: dict = {}
     while True:
         while len(pending) < limit:
@@ -281,7 +307,10 @@ def _run_all(ex, bar, todo: list, max_in_flight: int | None, shared: str | None)
             if item is None:
                 break
             _, _, targets, run = item
-            fut = ex.submit(run_one, run.config.to_json(), run.seed, run.key, run.replicate, shared)
+            if targets is None:
+                fut = ex.submit(build_set, run.config.to_json(), shared)
+            else:
+                fut = ex.submit(run_one, run.config.to_json(), run.seed, run.key, run.replicate, shared)
             pending[fut] = (targets, run)
         if not pending:
             break
@@ -289,6 +318,8 @@ def _run_all(ex, bar, todo: list, max_in_flight: int | None, shared: str | None)
         for fut in done:
             targets, run = pending.pop(fut)
             table = fut.result()
+            if targets is None:
+                continue
             for store in targets:
                 store.write(run.key, table)
             bar.update()
