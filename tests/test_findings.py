@@ -179,6 +179,20 @@ def test_finding_02_hard_has_more_groups_without_signal_at_every_n(quick):
     assert all(h > x for h, x in zip(zero["hard"], zero["easy"]))  # rarer successes: more groups without one
 
 
+def test_finding_02_reads_hard_on_the_studys_grid_and_asks_its_saturation_inside_it(quick):
+    """The hard sweep stops where the study's does (n * B_problem <= 16,384), and a hard n* at the
+    top budget on the grid's largest n does not count as saturating lower (the grid ends there)."""
+    findings, results = quick
+    e = _ev(quick, 2)
+    spec = results.specs["hard"]
+    assert spec.b_max == 16384 and max(spec.n) * 32 == 16384 and set(results.evals("hard")["n"]) == set(spec.n)
+    top, largest = e["log2_n_star_top"]["hard"], math.log2(max(spec.n))
+    assert e["hard_saturates_inside_its_grid"] == (top < largest)
+    assert e["hard_saturates_lower"] == (e["hard_saturates_inside_its_grid"] and top <= e["log2_n_star_top"]["easy"] - 1)
+    assert findings[2]["holds_on_all_seeds"] == (e["hard_rises"] and e["hard_saturates_lower"])
+    assert findings[2]["compared"]["hard_log2_largest_n"]["value"] == largest
+
+
 def test_finding_03_reads_the_split_across_b_problem(quick):
     findings, results = quick
     f, e = findings[3], _ev(quick, 3)

@@ -52,6 +52,9 @@ class Scale:
 
 #: the study's B_problem grid (finding 5 reads the spread of the reward over it at n = 16)
 STUDY_B_PROBLEMS = (32, 64, 128, 256, 512, 1024)
+#: the study's cap on the rollout batch n * B_problem, per set: its hard sweeps stop at 16,384
+#: (n <= 512 at B_problem = 32)
+STUDY_B_MAX = {"easy": 65536, "hard": 16384}
 #: the study's grid of n (its Q1 and Q3 sweeps): the powers of two from 8 to 2048. The n below it
 #: are the dearest runs of a sweep (a step costs about the same per group, and n = 2 takes four
 #: times the steps of n = 8 at a budget), and the study does not read them
@@ -120,12 +123,13 @@ def own_offsets() -> float:
 
 
 def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None, seeds=None,
-       train: bool = False) -> SweepSpec:
-    """A Q1 sweep of the finding set, id ``f-<sid>-<scale>`` (the folder it is stored in).
+       train: bool = False, b_max: int = STUDY_B_MAX["easy"]) -> SweepSpec:
+    """A Q1 sweep of the finding set, id ``f-<sid>-<scale>`` (the folder it is stored in), on the
+    allocations of ``n`` (default: the scale's) x ``b_problem`` with ``n * B_problem <= b_max``.
     ``train``: evaluate the training problems too (only for a sweep whose training split a
     finding reads; :meth:`Results.evals` refuses the split of a sweep that did not)."""
-    return SweepSpec(f"f-{sid}-{sc.name}", "Q1", evaluated(cfg, train), n=tuple(n or sc.n),
-                     b_problem=tuple(b_problem), budget=float(budget or sc.budget), seeds=tuple(seeds or sc.seeds))
+    return SweepSpec(f"f-{sid}-{sc.name}", "Q1", evaluated(cfg, train), n=tuple(n or sc.n), b_problem=tuple(b_problem),
+                     budget=float(budget or sc.budget), b_max=int(b_max), seeds=tuple(seeds or sc.seeds))
 
 
 def evaluated(cfg: SimConfig, train: bool) -> SimConfig:
@@ -140,8 +144,10 @@ def easy(sc: Scale) -> SweepSpec:
 
 
 def hard(sc: Scale) -> SweepSpec:
-    """Q1 on hard, B_problem = 32 (findings 2, 3; ``isosim reproduce``)."""
-    return q1("hard", base("hard"), sc)
+    """Q1 on hard, B_problem = 32, n up to the study's cap on hard (512; findings 2, 3;
+    ``isosim reproduce``)."""
+    cap = STUDY_B_MAX["hard"]
+    return q1("hard", base("hard"), sc, n=tuple(n for n in sc.n if n * 32 <= cap), b_max=cap)
 
 
 def dose(sc: Scale, share: float) -> SweepSpec:

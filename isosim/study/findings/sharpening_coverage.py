@@ -6,25 +6,21 @@ the n best for best@4. The check reads it the same way, on Q1 sweeps at those B_
 8, as the study's grid; n * B_problem <= the study's B_max: 65,536 easy, 16,384 hard)."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pandas as pd
 
-from ._common import Finding, Results, Scale, _argmax, _final_se, _series, base, easy, final_by, hard, q1
+from ._common import STUDY_B_MAX, Finding, Results, Scale, _argmax, _final_se, _series, base, easy, final_by, hard, q1
 
 #: the B_problem at which the study reads sharpening against coverage
 SPLIT_B_PROBLEMS = (64, 128, 256)
-#: the study's cap on the rollout batch n * B_problem, per set
-B_MAX = {"easy": 65536, "hard": 16384}
 
 
 def split_sweep(preset: str, sc: Scale):
     """Q1 on ``preset`` at B_problem = 64, 128, 256, n >= 8 (the study's grid) under its B_max, to the
     scale's ``split_budget``."""
-    spec = q1(f"{preset}-split", base(preset), sc, n=tuple(n for n in sc.n if n >= 8), b_problem=SPLIT_B_PROBLEMS,
-              budget=sc.split_budget)
-    return dataclasses.replace(spec, b_max=B_MAX[preset])
+    return q1(f"{preset}-split", base(preset), sc, n=tuple(n for n in sc.n if n >= 8), b_problem=SPLIT_B_PROBLEMS,
+              budget=sc.split_budget, b_max=STUDY_B_MAX[preset])
 
 
 def sweeps(sc: Scale) -> dict:
