@@ -411,16 +411,18 @@ def test_finding_sweeps_are_plain_data_and_valid():
 
 def test_finding_sweeps_run_on_the_studys_grid_of_n():
     """The Q1 sweeps of both scales use the study's n (powers of two from 8 to 2048; the quick
-    scale a subset with both ends); only finding 6's tabular sweep adds the n below it."""
+    scale a subset with both ends), the hard one only those its cap allows (n * 32 <= 16,384);
+    only finding 6's tabular sweep adds the n below it."""
     from isosim.study.findings import sweep_specs
-    from isosim.study.findings._common import SCALES, STUDY_N
+    from isosim.study.findings._common import SCALES, STUDY_B_MAX, STUDY_N
 
     assert STUDY_N == tuple(2**k for k in range(3, 12))
     for scale in ("full", "quick"):
         sc, specs = SCALES[scale], sweep_specs(scale)
         assert set(sc.n) <= set(STUDY_N) and {8, 2048} <= set(sc.n)
-        for name in ("easy", "hard", "dose-0", "mix-hard-easy"):
+        for name in ("easy", "dose-0", "mix-hard-easy"):
             assert specs[name].n == sc.n
+        assert specs["hard"].n == tuple(n for n in sc.n if n * 32 <= STUDY_B_MAX["hard"]) and max(specs["hard"].n) == 512
         assert specs["easy-tabular"].n == (*sc.n_below, *sc.n) and max(sc.n_below) < 8
     assert SCALES["full"].n == STUDY_N
 
