@@ -52,6 +52,8 @@ class Scale:
 
 #: the study's B_problem grid (finding 5 reads the spread of the reward over it at n = 16)
 STUDY_B_PROBLEMS = (32, 64, 128, 256, 512, 1024)
+#: the B_problem of the study's Q1 sweeps
+Q1_B_PROBLEM = STUDY_B_PROBLEMS[0]
 #: the study's cap on the rollout batch n * B_problem, per set: its hard sweeps stop at 16,384
 #: (n <= 512 at B_problem = 32)
 STUDY_B_MAX = {"easy": 65536, "hard": 16384}
@@ -122,7 +124,7 @@ def own_offsets() -> float:
     return _base_config().model.local or 1.0
 
 
-def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(32,), budget=None, seeds=None,
+def q1(sid: str, cfg: SimConfig, sc: Scale, n=None, b_problem=(Q1_B_PROBLEM,), budget=None, seeds=None,
        train: bool = False, b_max: int = STUDY_B_MAX["easy"]) -> SweepSpec:
     """A Q1 sweep of the finding set, id ``f-<sid>-<scale>`` (the folder it is stored in), on the
     allocations of ``n`` (default: the scale's) x ``b_problem`` with ``n * B_problem <= b_max``.
@@ -147,7 +149,7 @@ def hard(sc: Scale) -> SweepSpec:
     """Q1 on hard, B_problem = 32, n up to the study's cap on hard (512; findings 2, 3;
     ``isosim reproduce``)."""
     cap = STUDY_B_MAX["hard"]
-    return q1("hard", base("hard"), sc, n=tuple(n for n in sc.n if n * 32 <= cap), b_max=cap)
+    return q1("hard", base("hard"), sc, n=tuple(n for n in sc.n if n * Q1_B_PROBLEM <= cap), b_max=cap)
 
 
 def dose(sc: Scale, share: float) -> SweepSpec:
