@@ -19,6 +19,7 @@ import pkgutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from regenerate_expected_verdicts import lost_holds
 
@@ -26,7 +27,7 @@ import isosim.study.findings as findings_pkg
 from isosim import IsosimInputError
 from isosim.cli import main
 from isosim.sim.config import LR_REFERENCE_BATCH
-from isosim.study.findings import FINDINGS, METRIC, SCALES, VERDICTS, Results, get_finding, sweep_specs
+from isosim.study.findings import FINDINGS, METRIC, SCALES, VERDICTS, Results, _final_se, get_finding, sweep_specs
 from isosim.study.findings._verdict import verdict_of
 from isosim.study.registry import entries
 from isosim.study.reproduce import STUDY_Q1, reproduce_specs
@@ -249,13 +250,44 @@ def test_finding_05_is_read_in_points_on_the_study_ranges(quick):
 
 
 def test_finding_06_tabular_null(quick):
+    from isosim.study.findings.tabular_null import lead_over_smallest
+
     findings, results = quick
     e = _ev(quick, 6)
     # no shared parameters: held-out problems never change, so n* is read on the training set
     assert _frozen_validation(results, "easy-tabular")
     ns = results.specs["easy-tabular"].n
     assert e["n_star_max"] in ns and e["n_star_top"] in ns and e["smallest_n"] == sorted(ns)[:2]
-    assert findings[6]["holds_on_all_seeds"] == (e["n_star_max"] <= e["smallest_n"][-1])
+    law = results.law("easy-tabular", "train")
+    lead = lead_over_smallest(law, e["smallest_n"])
+    # the lead is 0 exactly where one of the two smallest n is n*, positive where a larger n is
+    on_top = law["n_star"]["n"].isin(e["smallest_n"]).to_numpy()
+    assert np.all(lead[on_top] == 0) and np.all(lead[~on_top & np.isfinite(lead)] > 0)
+    assert e["largest_lead_millionths"] == pytest.approx(1e6 * np.nanmax(lead), abs=1e-4)
+    tolerance = 2 * np.sqrt(2) * _final_se(results.evals("easy-tabular", "train"))
+    assert e["tie_tolerance_millionths"] == pytest.approx(1e6 * tolerance, abs=1e-4)
+    assert findings[6]["holds_on_all_seeds"] == (e["n_star_top"] <= e["smallest_n"][-1]
+                                                  and np.nanmax(lead) <= tolerance)
+
+
+def test_finding_06_lead_is_read_on_the_fitted_curves_where_they_compete():
+    from isosim.analysis.frontier import ScaleRLFit
+    from isosim.study.findings.tabular_null import lead_over_smallest
+
+    grid = np.array([1e2, 1e3, 1e4, 1e5])
+    curves = {(2,): ScaleRLFit(A=0.9, C_mid=1e4, B=1.0, R0=0.4, c_min=1e2, c_max=1e5),
+              (4,): ScaleRLFit(A=0.8, C_mid=1e4, B=1.0, R0=0.4, c_min=1e3, c_max=1e5),
+              (64,): ScaleRLFit(A=0.5, C_mid=1e2, B=1.0, R0=0.4, c_min=1e2, c_max=1e5)}
+    values = {k: f.predict(grid) for k, f in curves.items()}
+    best = np.maximum.reduce(list(values.values()))
+    table = pd.DataFrame({"compute": grid, "value": best,
+                          "n": [max(curves, key=lambda k: values[k][i])[0] for i in range(grid.size)]})
+    lead = lead_over_smallest({"n_star": table, "curves": curves}, [2, 4])
+    expected = best - np.maximum(values[(2,)], np.where(grid >= 1e3 / 10**0.05, values[(4,)], -np.inf))
+    assert np.allclose(lead, expected) and lead[0] > 0 and lead[-1] == 0
+    # neither small n competes: no lead, not a lead of the envelope over nothing
+    far = {(2,): ScaleRLFit(A=0.9, C_mid=1e4, B=1.0, R0=0.4, c_min=1e4, c_max=1e5), (64,): curves[(64,)]}
+    assert np.isnan(lead_over_smallest({"n_star": table, "curves": far}, [2, 4])[:2]).all()
 
 
 def test_finding_07_reads_the_doses_on_validation(quick):

@@ -73,6 +73,18 @@ def test_a_resample_repeats_a_drawn_replicate_as_its_own_run():
     assert math.isclose(t["avg@4"].mean(), (9 + 9 + 1) / 3)
 
 
+def test_a_resample_reads_its_tolerances_on_the_results_it_draws_from(tmp_path):
+    from isosim.study.findings import Results
+
+    results = Results(tmp_path, "quick", run=False)
+    assert results.all_seeds() is results
+    _, stored = _mean_positive([1.0, 5.0, 9.0])
+    view = SeedResample(stored, {(0, 1, 2): (2, 2, 2)}, {})
+    assert view.all_seeds() is stored
+    # one replicate drawn three times has no spread between seeds; the results drawn from have
+    assert view.evals("s")["avg@4"].std() == 0 and view.all_seeds().evals("s")["avg@4"].std() > 0
+
+
 def test_bootstrap_probability_is_the_exact_share_of_resamples():
     # two seeds, values -1 and +3: resamples {-1,-1} (1/4), {-1,3} (1/2), {3,3} (1/4); mean > 0 in 3/4
     finding, stored = _mean_positive([-1.0, 3.0])

@@ -189,6 +189,11 @@ class Results:
         for name in names:
             self.raw(name)
 
+    def all_seeds(self) -> "Results":
+        """These results (a bootstrap resample's are the results it draws from,
+        :meth:`isosim.study.findings._verdict.SeedResample.all_seeds`)."""
+        return self
+
     def raw(self, name: str) -> pd.DataFrame:
         if (name, "") not in self._cache:
             spec = self.specs[name]

@@ -81,6 +81,11 @@ class SeedResample:
             self.memo[key] = make()
         return self.memo[key]
 
+    def all_seeds(self):
+        """The results this resample draws from: where a check reads a tolerance that one drawn
+        replicate alone cannot estimate (a spread between seeds)."""
+        return self.parent
+
     def raw(self, name: str) -> pd.DataFrame:
         return self._get("raw", name, "", lambda: self._resampled(self.parent.raw(name), self._draw(name)))
 
