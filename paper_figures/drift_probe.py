@@ -7,18 +7,16 @@ whatever the learning rate, a larger step is never worse in expectation, so the 
 beats sqrt at a large batch (finding 10), and once a small training set is memorised nothing
 moves validation any more, so no n peaks earlier or declines (finding 8). A network's update on
 one batch also moves what it does on other inputs, in directions the batch does not see, by an
-amount that grows with the step. The probe adds that as a random walk: after every training step
-``t``,
+amount that grows with the step. The probe switches on the package's ``algo.drift`` (sigma), a
+random walk with every update:
 
     beta += sigma * lr_t * xi_beta,        V += sigma * lr_t * xi_V,        xi ~ N(0, I)
 
-with ``lr_t`` the step's learning rate (after the rule and the warm-up) and ``sigma`` the drift's
-size in units of Adam's per-coordinate step. Over ``T`` steps the walk spreads as
-``sigma * lr * sqrt(T)`` while the learning signal moves ``beta`` by at most ``lr * T``: it costs
-most where the signal has stopped (a memorised set) and where each step is large (the linear
-rule). The per-problem offsets are untouched; the training steps are the package's, one at a time,
-with the drift's own generator (seeded by the run's seed and ``sigma``), so ``sigma = 0`` is the
-package exactly.
+with ``lr_t`` the step's learning rate (after the rule and the warm-up), drawn from the training
+stream: ``sigma`` is the drift's size in units of Adam's per-coordinate step. Over ``T`` steps the
+walk spreads as ``sigma * lr * sqrt(T)`` while the learning signal moves ``beta`` by at most
+``lr * T``: it costs most where the signal has stopped (a memorised set) and where each step is
+large (the linear rule). The per-problem offsets are untouched; ``sigma = 0`` is the default.
 
 Calibration world 1, training seeds 0, 1 and 2, to 2^22 rollouts (a reading, not a verdict; mean and
 standard error over the seeds): finding 10 (n = 256, B_problem = 32, the sqrt, linear and constant
@@ -42,7 +40,6 @@ from pathlib import Path
 import numpy as np
 from hard_probes import WORLD
 
-import isosim.sim.kernels as kernels
 from isosim import SimConfig, build_population, simulate
 
 SIGMAS = (0.0, 1.0, 2.0, 3.0, 4.0)
@@ -54,32 +51,10 @@ F8_N, F12_N = (8, 512), (8, 128, 512)
 F3_N, F3_B_PROBLEM = (8, 16, 64, 256), 256
 #: the Q1 grids of findings 1 and 2 read here (B_problem 32; hard stops where the study's does)
 Q1_N = {"easy": (8, 32, 128, 512, 2048), "hard": (8, 32, 128, 512)}
+#: finding 10's seeds (its sweep's twelve): the drift spreads the runs, so three seeds do not resolve it
+F10_SEEDS = tuple(range(12))
 #: the study's horizon, at which the levels are read
 HORIZON = 2.0**22
-
-
-class Drift:
-    """Within the block, every training step is followed by the collateral drift (module docstring)."""
-
-    def __init__(self, sigma: float, seed: int):
-        self.sigma, self.rng = sigma, np.random.default_rng([seed, int(round(sigma * 1000)), 0xD41F])
-
-    def __enter__(self):
-        self.saved = kernels.train_steps
-        if self.sigma > 0:
-            kernels.train_steps = self.steps
-        return self
-
-    def __exit__(self, *exc):
-        kernels.train_steps = self.saved
-
-    def steps(self, rng, data, st, fpar, ipar, step0, n_steps):
-        lr, warmup = fpar[kernels.F_LR], int(ipar[kernels.I_WARMUP])
-        for t in range(step0, step0 + n_steps):
-            self.saved(rng, data, st, fpar, ipar, t, 1)
-            s = self.sigma * lr * (min(1.0, (t + 1) / warmup) if warmup > 0 else 1.0)
-            st.beta[...] += s * self.rng.standard_normal(st.beta.shape)
-            st.V[...] += s * self.rng.standard_normal(st.V.shape)
 
 
 def run(sigma: float, n: int, train_size: int | None = None, algo: dict | None = None, train: bool = False,
@@ -88,10 +63,9 @@ def run(sigma: float, n: int, train_size: int | None = None, algo: dict | None =
     """``{split: {metric: (rollouts, values)}}`` of one run in world ``WORLD`` under the drift."""
     population = {"preset": preset, "seed": WORLD, **({"train_size": train_size} if train_size else {}),
                   **({"val_mixture_weights": ((val_band, 1.0),)} if val_band else {})}
-    cfg = SimConfig().replace(population=population, algo=algo or {}, eval={"train_split": train},
-                              allocation={"n": n, "b_problem": b_problem, "budget": BUDGET})
-    with Drift(sigma, seed):
-        trace = simulate(cfg, seed, population=build_population(cfg.population, cfg.model))
+    cfg = SimConfig().replace(population=population, algo={**(algo or {}), "drift": sigma},
+                              eval={"train_split": train}, allocation={"n": n, "b_problem": b_problem, "budget": BUDGET})
+    trace = simulate(cfg, seed, population=build_population(cfg.population, cfg.model))
     out = {}
     for split in ("val", "train") if train else ("val",):
         out[split] = {}
@@ -126,6 +100,13 @@ def measure(task: tuple[float, int]) -> dict:
         v = run(sigma, n, seed=seed, b_problem=F3_B_PROBLEM, metrics=("worst@4", "best@4"))["val"]
         res["f3"][str(n)] = {m: v[m][1][-1] for m in ("worst@4", "best@4")}
     return res
+
+
+def measure_f10(task: tuple[float, int]) -> dict:
+    """Finding 10's three runs on one training seed: each rule's final validation avg@4."""
+    sigma, seed = task
+    return {"kind": "f10", "sigma": sigma, "seed": seed,
+            "f10": {r: run(sigma, 256, algo={"lr_rule": r}, seed=seed)["val"]["avg@4"][1][-1] for r in RULES}}
 
 
 def measure_q1(task: tuple[float, int]) -> dict:
@@ -172,13 +153,17 @@ def _mse(x) -> str:
     return f"{x.mean():.4f} +- {x.std(ddof=1) / np.sqrt(x.size):.4f}" if x.size > 1 else f"{x.mean():.4f}"
 
 
-def table(by_sigma: dict[float, list[dict]]) -> list[str]:
+def f10_table(by_sigma: dict[float, list[dict]]) -> list[str]:
     out = ["| sigma | f10: sqrt | linear | constant | sqrt - linear | sqrt - constant |", "|---" * 6 + "|"]
     for sigma, rs in by_sigma.items():
         f = {r: [x["f10"][r] for x in rs] for r in RULES}
         out.append(f"| {sigma:g} | {_mse(f['sqrt'])} | {_mse(f['linear'])} | {_mse(f['constant'])} | "
                    f"{_mse(np.subtract(f['sqrt'], f['linear']))} | {_mse(np.subtract(f['sqrt'], f['constant']))} |")
-    out += ["", "| sigma | n | D = 6000: peak; log2 C | D = 500: peak; log2 C | log2 C earlier at D = 500 | "
+    return out
+
+
+def table(by_sigma: dict[float, list[dict]]) -> list[str]:
+    out = [*f10_table(by_sigma), "", "| sigma | n | D = 6000: peak; log2 C | D = 500: peak; log2 C | log2 C earlier at D = 500 | "
             "D = 500: fall after peak | D = 500: training rise |", "|---" * 7 + "|"]
     for sigma, rs in by_sigma.items():
         for n in F8_N:
@@ -219,10 +204,11 @@ def main(argv=None) -> int:
         for line in journal.read_text().splitlines():
             r = json.loads(line)
             done[(r.get("kind", "findings"), r["sigma"], r["seed"])] = r
-    kinds = {"findings": measure, "q1": measure_q1}
-    todo = [(kind, (s, seed)) for kind in kinds for s in SIGMAS for seed in SEEDS if (kind, s, seed) not in done]
+    kinds = {"findings": (measure, SEEDS), "q1": (measure_q1, SEEDS), "f10": (measure_f10, F10_SEEDS)}
+    todo = [(kind, (s, seed)) for kind, (_, seeds) in kinds.items() for s in SIGMAS for seed in seeds
+            if (kind, s, seed) not in done]
     with ProcessPoolExecutor(a.workers) as ex:
-        for fut in as_completed([ex.submit(kinds[kind], t) for kind, t in todo]):
+        for fut in as_completed([ex.submit(kinds[kind][0], t) for kind, t in todo]):
             r = fut.result()
             done[(r.get("kind", "findings"), r["sigma"], r["seed"])] = r
             with journal.open("a") as f:
@@ -230,6 +216,7 @@ def main(argv=None) -> int:
             print(f"{r.get('kind', 'findings')}: sigma {r['sigma']:g} seed {r['seed']} done", flush=True)
     by_sigma = {s: [done[("findings", s, seed)] for seed in SEEDS] for s in SIGMAS}
     q1 = {s: [done[("q1", s, seed)] for seed in SEEDS] for s in SIGMAS}
+    f10 = {s: [done[("f10", s, seed)] for seed in F10_SEEDS] for s in SIGMAS}
     Path(a.out).write_text("\n".join([
         "# Collateral drift (generated by `python paper_figures/drift_probe.py`)", "",
         f"Calibration world {WORLD}, training seeds {', '.join(map(str, SEEDS))} (mean +- SE over the seeds), to "
@@ -238,6 +225,8 @@ def main(argv=None) -> int:
         "## Finding 10: the LR rule", "",
         "Final validation avg@4 of n = 256 at B_problem 32 (B = 8192) under each rule (the study: sqrt beats linear "
         "and constant).", "", *_section(table(by_sigma), 0), "",
+        f"The same on {len(F10_SEEDS)} training seeds (finding 10's sweep has twelve; the drift spreads the runs):",
+        "", *f10_table(f10), "",
         "## Finding 8: a small training set", "",
         "Easy, B_problem 32: each validation peak (value; log2 rollouts) at D = 6000 and D = 500, how much earlier "
         "D = 500 peaks, and at D = 500 the fall from the peak to the end with the training reward's rise over the "

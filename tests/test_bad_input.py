@@ -312,6 +312,7 @@ CONFIG_DOMAINS = {
         "lr_rule": bad_choice(lambda t: t in ("constant", "linear", "sqrt")), "warmup": bad_int(0),
         "beta1": bad_float(0, 1, lo_open=True), "beta2": bad_float(0, 1, lo_open=True),
         "adam_eps": bad_float(0, lo_open=True), "weight_decay": bad_float(0, lo_open=True),
+        "drift": bad_float(0, lo_open=True),
     },
     # budget: > 0 (steps are not given), and n * B_problem * M below 2**63 rollouts
     "allocation": {"n": bad_int(1), "b_problem": bad_int(1, 64), "steps": bad_int(0),

@@ -32,6 +32,14 @@ def test_config_id_is_stable_across_processes_and_sensitive_to_changes():
     assert cfg.replace(algo={"lr": 0.01}).config_id() != cfg.config_id()
 
 
+def test_a_field_added_later_keeps_the_ids_of_configs_at_its_default():
+    cfg = SimConfig()
+    assert "drift" not in cfg.to_dict()["algo"] and cfg.replace(algo={"drift": 0.0}).config_id() == cfg.config_id()
+    drifting = cfg.replace(algo={"drift": 0.5})
+    assert drifting.to_dict()["algo"]["drift"] == 0.5 and drifting.config_id() != cfg.config_id()
+    assert SimConfig.from_toml(drifting.to_toml()) == drifting
+
+
 @pytest.mark.parametrize("section, change, message", [
     ("allocation", {"n": 0}, "n must be"),
     ("allocation", {"budget": 10.0}, "smaller than one step"),

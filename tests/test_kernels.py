@@ -37,6 +37,9 @@ VARIANTS = {
     "local-share-repeated-rows-sgd": {"population": {"train_size": 20},
                                       "model": {"local": 16.0, "shared": 0.1, "local_share": True},
                                       "algo": {"optimizer": "sgd", "lr": 0.3}},
+    # the shared parameters drift at random with every update (none in the steps the filter skips)
+    "drift-filter": {"algo": {"drift": 2.0, "zero_var_filter": True}},
+    "drift-sgd-memorise": {"model": {"local": 1.0, "shared": 0.5}, "algo": {"drift": 1.0, "optimizer": "sgd", "lr": 0.3}},
 }
 
 
@@ -88,7 +91,7 @@ def test_each_step_matches_numpy_twin(small_cfg, name):
         _check_column_lists(st)
 
 
-@pytest.mark.parametrize("name", ["grpo-adam", "features", "tabular", "execution-memorise"])
+@pytest.mark.parametrize("name", ["grpo-adam", "features", "tabular", "execution-memorise", "drift-filter"])
 def test_whole_trace_matches_numpy_twin(small_cfg, name):
     cfg = small_cfg.replace(**VARIANTS[name])
     a = simulate(cfg, 3).table
@@ -339,7 +342,7 @@ def _toy(D, S, r, rewards, rng, L0=None):
 
 
 def _params(lr, bs, vs, us, kl, ent, wd, n, adv, opt, u_share=0.0, bp=1):
-    fpar = np.array([lr, bs, vs, us, 1e-6, kl, ent, B1, B2, AEPS, wd, u_share])
+    fpar = np.array([lr, bs, vs, us, 1e-6, kl, ent, B1, B2, AEPS, wd, u_share, 0.0])  # no drift
     ipar = np.array([n, n, bp, adv, opt, 0, 0], dtype=np.int64)  # no filter, no warm-up
     return fpar, ipar
 
@@ -548,3 +551,17 @@ def test_row_reductions_round_as_one_row_at_a_time(rows):
         assert sums[j] == t
         assert np.array_equal(cums[j], np.array(run))
         assert kernels._row_max(a[j]) == a[j].max()
+
+
+def test_drift_walks_the_shared_parameters_by_drift_times_lr_per_update():
+    """With no path to learn through (every path scale 0) the shared parameters move by the drift
+    alone: after T updates each coordinate of beta and V is N(0, T (drift lr)^2), independently."""
+    D, S, r, lr, d, steps = 8, 64, 4, 0.05, 3.0, 50
+    data, st = _toy(D, S, r, np.zeros((D, S)), np.random.default_rng(30))
+    fpar, ipar = _params(lr, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4, kernels.ADV_GRPO, kernels.OPT_ADAM)
+    fpar[kernels.F_DRIFT] = d
+    kernels.train_steps(np.random.default_rng(31), data, st, fpar, ipar, 0, steps)
+    x = np.concatenate([st.beta, st.V.ravel()]) / (d * lr * np.sqrt(steps))
+    # the sample variance of N standard normals has a relative standard error sqrt(2 / N)
+    assert abs(x.var() - 1.0) < 5 * np.sqrt(2 / x.size) and abs(x.mean()) < 5 / np.sqrt(x.size)
+    assert np.corrcoef(st.beta, st.V[0])[0, 1] ** 2 < 25 / S

@@ -483,6 +483,13 @@ def test_decoupled_baseline_is_rejected(small):
         mean_field(cfg, pop)
 
 
+def test_drift_is_rejected(small):
+    base, pop = small
+    cfg = base.replace(algo={"drift": 1.0}, allocation={"n": 8, "b_problem": 16, "budget": 4096.0})
+    with pytest.raises(IsosimInputError, match="drift"):
+        mean_field(cfg, pop)
+
+
 def test_default_model_ranks_n_like_the_simulator():
     """The default model (64 strategies for speed), n = 8 and 256 on 1,000 easy problems to 2^19
     rollouts (4 seeds): the planner ranks allocations by the mean field, so the gap between two

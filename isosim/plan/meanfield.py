@@ -978,6 +978,9 @@ def mean_field(config: SimConfig, population: Population | None = None, *, max_c
     config.validate()
     if config.algo.baseline_n > config.allocation.n:
         raise IsosimInputError("the mean field does not model a decoupled baseline (baseline_n > n)")
+    if config.algo.drift > 0:
+        raise IsosimInputError("the mean field does not model the drift of the shared parameters (algo.drift > 0): "
+                               "simulate the allocations instead")
     pop = population if population is not None else build_population(config.population, config.model)
     A = _arrays(config, pop, max_train, seed)
     it = _Integrator(config, A, int(train_size) if train_size else len(pop.train))

@@ -193,6 +193,12 @@ class AlgoConfig:
     to the run's ``B = n * B_problem`` as 1, ``B/1024`` or ``sqrt(B/1024)``; a linear
     warm-up over ``warmup`` steps. ``baseline_n > n`` decouples the baseline: it is
     estimated from ``baseline_n`` rollouts, the update uses ``n`` of them.
+
+    ``drift`` (experimental, off by default): every update of the shared parameters also moves
+    them at random, ``beta, V += drift * lr_t * xi`` with ``xi ~ N(0, I)`` drawn from the training
+    stream and ``lr_t`` the step's learning rate: the collateral change a network's update makes
+    on inputs its batch does not hold, growing with the step (``paper_figures/drift_probe.md``).
+    The planner's mean field, which integrates expected parameters, does not model it.
     """
 
     advantage: str = "grpo"
@@ -209,6 +215,7 @@ class AlgoConfig:
     beta2: float = 0.999
     adam_eps: float = 1e-3  # (calibrated with the default model: paper_figures/calibration_levels.md)
     weight_decay: float = 0.0
+    drift: float = 0.0
 
     def validate(self) -> None:
         _check(self.advantage in ADVANTAGES, f"unknown advantage {self.advantage!r}: choose from {', '.join(ADVANTAGES)}")
@@ -217,7 +224,7 @@ class AlgoConfig:
         _check(_finite(self.lr) and self.lr > 0, f"lr must be > 0, got {self.lr}")
         _check(self.warmup >= 0, "warmup must be >= 0")
         _check(self.baseline_n >= 0, "baseline_n must be >= 0")
-        for name in ("std_eps", "kl_coef", "entropy_coef", "weight_decay", "adam_eps"):
+        for name in ("std_eps", "kl_coef", "entropy_coef", "weight_decay", "adam_eps", "drift"):
             _check(_finite(getattr(self, name)) and getattr(self, name) >= 0, f"{name} must be >= 0")
         for name in ("beta1", "beta2"):
             _check(_finite(getattr(self, name)) and 0 <= getattr(self, name) < 1, f"{name} must be in [0, 1)")
@@ -321,6 +328,8 @@ class SimConfig:
             del d["eval"]["train_split"]
         if d["model"]["world_draw"] == "random":
             del d["model"]["world_draw"]
+        if d["algo"]["drift"] == 0:
+            del d["algo"]["drift"]
         return d
 
     @classmethod

@@ -23,7 +23,10 @@ One step, for each of the B_problem problems of the batch:
   sums to zero over its group, so without a decoupled baseline ``sum_s c_s A_s = 0``,
   the ``pi_i`` term vanishes and ``g_i`` has at most ``min(n, S)`` non-zeros: the chain
   rule visits only those;
-* chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step;
+* chain rule to ``beta``, ``V``, ``u`` and an SGD / Adam / AdamW ascent step; with a drift
+  ``d > 0`` the update then moves ``beta`` and ``V`` at random as well, ``+= d * lr_t * xi``,
+  ``xi ~ N(0, 1)`` per coordinate drawn from the training stream (``beta`` first, then ``V`` row by
+  row), in the steps that update;
   ``u`` rows use lazy Adam (a row's moments move only when its problem is sampled) with
   learning rate ``lr``, or with ``local_share`` ``lr / K``, K the batch's informative groups
   (at least 1): a problem's own step is then its share of the batch's normalised update, which
@@ -107,9 +110,10 @@ class TrainState(NamedTuple):
 
 # indices into the float hyper-parameter vector fpar: learning rate (after the LR rule, before warm-up),
 # the path scales of beta / V / U, the std epsilon, KL and entropy coefficients, Adam's beta1, beta2, eps,
-# the weight decay, and whether the per-problem rows step with their share of the batch's update (1.0)
-# or with the whole learning rate (0.0)
-F_LR, F_BS, F_VS, F_US, F_STD_EPS, F_KL, F_ENT, F_B1, F_B2, F_AEPS, F_WD, F_USHARE = range(12)
+# the weight decay, whether the per-problem rows step with their share of the batch's update (1.0)
+# or with the whole learning rate (0.0), and the drift of the shared parameters per update (in units
+# of the step's learning rate)
+F_LR, F_BS, F_VS, F_US, F_STD_EPS, F_KL, F_ENT, F_B1, F_B2, F_AEPS, F_WD, F_USHARE, F_DRIFT = range(13)
 # indices into the integer hyper-parameter vector ipar: n (rollouts in the update), n_est (rollouts in
 # the baseline, >= n), B_problem, the advantage's code, the optimiser's code, the zero-variance filter
 # (0/1) and the warm-up steps
@@ -595,6 +599,7 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
     b2 = fpar[F_B2]
     aeps = fpar[F_AEPS]
     wd = fpar[F_WD]
+    drift = fpar[F_DRIFT]
     # without a decoupled baseline every registered advantage sums to zero over the group, so
     # the -pi * sum_s c_s A_s term of the logit gradient vanishes: only drawn types are non-zero
     dense = n_est > n or kl > 0.0 or ent > 0.0
@@ -771,6 +776,12 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 _sgd_dense(V_f, gV_f, lr, wd)
             else:
                 _adam_dense(V_f, mV_f, vV_f, gV_f, lr, b1, b2, aeps, wd, tglob, opt)
+        if drift > 0.0:
+            dstep = drift * lr
+            for s in range(S):
+                beta_f[s] += dstep * rng.standard_normal()
+            for j in range(V_f.size):
+                V_f[j] += dstep * rng.standard_normal()
         if us > 0.0:
             lr_u = lr / max(informative, 1) if fpar[F_USHARE] > 0.0 else lr
             # a problem may appear twice in a batch that straddles two epochs: fold its later

@@ -97,7 +97,7 @@ def kernel_params(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
     n_est = max(al.n, a.baseline_n)
     wd = a.weight_decay
     fpar = np.array([a.lr_at(al.n * al.b_problem), sc.beta, sc.v, sc.u, a.std_eps, a.kl_coef, a.entropy_coef,
-                     a.beta1, a.beta2, a.adam_eps, wd, float(sc.u_share)])
+                     a.beta1, a.beta2, a.adam_eps, wd, float(sc.u_share), a.drift])
     ipar = np.array([al.n, n_est, al.b_problem, ADVANTAGES[a.advantage].code, _OPT[a.optimizer], int(a.zero_var_filter),
                      a.warmup], dtype=np.int64)
     return fpar, ipar

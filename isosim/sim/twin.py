@@ -19,6 +19,7 @@ from .kernels import (
     F_B1,
     F_B2,
     F_BS,
+    F_DRIFT,
     F_ENT,
     F_KL,
     F_LR,
@@ -192,6 +193,9 @@ def train_steps(rng, data, state, fpar, ipar, step0, n_steps):
                 V += lr * (gv - wd * V)
             else:
                 _adam(V, m_V, v_V, gv, lr, b1, b2, aeps, wd, tglob, opt)
+        if fpar[F_DRIFT] > 0:
+            beta += fpar[F_DRIFT] * lr * rng.standard_normal(beta.shape)
+            V += fpar[F_DRIFT] * lr * rng.standard_normal(V.shape)
         if us > 0:
             lr_u = lr / max(int((~zero_var).sum()), 1) if fpar[F_USHARE] > 0 else lr
             rows, inv = np.unique(idx, return_inverse=True)
