@@ -42,7 +42,7 @@ from hard_probes import WORLD
 
 from isosim import SimConfig, build_population, simulate
 
-SIGMAS = (0.0, 1.0, 2.0, 3.0, 4.0)
+SIGMAS = (0.0, 1.0, 2.0, 3.0, 3.5, 4.0)
 SEEDS = (0, 1, 2)
 BUDGET = 2.0**22
 RULES = ("sqrt", "linear", "constant")
