@@ -20,19 +20,16 @@ def sweeps(sc: Scale) -> dict:
 def lead_over_smallest(law: dict, small) -> np.ndarray:
     """At each budget C of the fitted n*(C) table: how far the envelope R*(C) lies above the better
     of the ``small`` n's fitted curves, ``R*(C) - max_{n in small} R_n(C)`` (0 where one of them is
-    n*; NaN where none of them competes)."""
+    n*; NaN where none of them competes). Where a curve competes is the envelope's own edge rule
+    (:func:`isosim.analysis.n_star.n_star_envelope`), with the fit's slack."""
+    from ...analysis.n_star import n_star_envelope
+
     table = law["n_star"]
-    compute = table["compute"].to_numpy(float)
-    widen = 10.0**SLACK_DECADES
-    best = np.full(compute.size, -np.inf)
-    for n in small:
-        f = law["curves"].get((n,))
-        if f is None:
-            continue
-        ok = (compute >= f.c_min / widen) & (compute <= f.c_max * widen)
-        best[ok] = np.maximum(best[ok], f.predict(compute[ok]))
-    lead = table["value"].to_numpy(float) - best
-    return np.where(np.isfinite(best), lead, np.nan)
+    fits = {key: f for key, f in law["curves"].items() if key[0] in small}
+    if not fits:
+        return np.full(len(table), np.nan)
+    best = n_star_envelope(fits, table["compute"], slack_decades=SLACK_DECADES).set_index("compute")["value"]
+    return table["value"].to_numpy(float) - best.reindex(table["compute"]).to_numpy(float)
 
 
 def check(r: Results) -> tuple[bool, dict]:
@@ -45,11 +42,11 @@ def check(r: Results) -> tuple[bool, dict]:
     law = r.law("easy-tabular", "train")
     small = sorted(r.specs["easy-tabular"].n)[:2]
     lead = lead_over_smallest(law, small)
-    # the seeds' spread on all the replicates drawn from: a resample of one replicate drawn twice has none
-    tolerance = 2.0 * math.sqrt(2.0) * _final_se(r.all_seeds().evals("easy-tabular", "train"))
     if not np.isfinite(lead).any():
         return False, {"compared": {}, "n_star_top": law["n_star_top"], "smallest_n": small,
                        "error": "the smallest n's curves compete at no budget"}
+    # the seeds' spread on all the replicates drawn from: a resample of one replicate drawn twice has none
+    tolerance = 2.0 * math.sqrt(2.0) * _final_se(r.all_seeds().evals("easy-tabular", "train"))
     where = int(np.nanargmax(lead))
     largest = float(lead[where])
     # in tolerances: at most 1 holds (a lead of 0, where the smallest n is n*, is 0 even at a zero tolerance)
