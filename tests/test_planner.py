@@ -22,6 +22,7 @@ from isosim.plan.planner import (
     allocations_stage1,
     allocations_stage2,
     binning_error,
+    dominant_mechanism,
     mean_field_setup,
     plan,
     plans,
@@ -79,7 +80,7 @@ def test_json_shape_and_constraints(rates, capsys):
     assert conf["threshold"] == max(conf["regret_p90"], conf["noise"]) and conf["model"] == "strategies"
     assert conf["gap"] == pytest.approx(best - out["alternatives"][0]["predicted"]["avg@4"])
     assert conf["level"] == ranking.confidence_level(conf["gap"], conf["threshold"])
-    assert out["mechanism"] in ("sharpening", "coverage") and out["verify"] is None
+    assert out["mechanism"] in ("sharpening", "coverage", "neither") and out["verify"] is None
 
 
 def test_text_report(rates, capsys):
@@ -187,6 +188,40 @@ def test_bad_input_through_the_real_cli(tmp_path, content, argv):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("isosim plan: error:") and "Traceback" not in r.stderr
+
+
+def test_a_single_problem_is_planned_through_the_real_cli(tmp_path):
+    """One training problem allows B_problem = 1 only: every allocation the planner integrates,
+    the warm-up run before its workers fork included, keeps to it (a fresh process, so the
+    warm-up runs)."""
+    path = tmp_path / "rates.csv"
+    path.write_text("pass_rate\n0.5\n")
+    r = subprocess.run([sys.executable, "-m", "isosim", "plan", "--pass-rates", str(path), "--budget", "2e3",
+                        "--b-max", "64", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["B_problem"] == 1 and out["problems"] == 1
+    assert all(a["B_problem"] == 1 for a in out["alternatives"])
+
+
+def test_the_warm_up_runs_on_a_one_problem_set(monkeypatch):
+    from isosim.plan import predict as predict_module
+
+    pop, base, opts = mean_field_setup(np.array([0.4]))
+    monkeypatch.setattr(predict_module, "_WARM", False)
+    predict_module._warm((base, 1e3, pop, {k: v for k, v in opts.items() if k != "threads"}))
+    assert predict_module._WARM
+
+
+def test_no_mechanism_is_named_when_nothing_moves():
+    """Pass rates of 0 give no group any signal: no allocation moves best@4 or worst@4, and the
+    reasoning names no mechanism."""
+    p = plan(np.zeros(40), 2e4, 256)
+    assert p.mechanism == "neither"
+    assert "no mechanism can be named" in p.reasoning() and "dominates" not in p.reasoning()
+    assert dominant_mechanism(0.01, 0.02, 1e-4) == "sharpening"
+    assert dominant_mechanism(0.02, 0.01, 1e-4) == "coverage"
+    assert dominant_mechanism(5e-5, -5e-5, 1e-4) == "neither"
 
 
 def test_plans_share_curves_and_match_single_plans():

@@ -187,11 +187,16 @@ class Plan:
         b, m = self.best, self.metric
         gain_best = b.predicted["best@4"] - self.base["best@4"]
         gain_worst = b.predicted["worst@4"] - self.base["worst@4"]
-        what = ("sharpening dominates: worst@4 (all 4 samples correct) gains more than best@4"
-                if self.mechanism == "sharpening" else
-                "coverage dominates: best@4 (at least 1 of 4 correct) gains more than worst@4")
-        gains = (f"{gain_worst:+.3f} vs {gain_best:+.3f}" if self.mechanism == "sharpening" else
-                 f"{gain_best:+.3f} vs {gain_worst:+.3f}")  # in the order the sentence names them
+        if self.mechanism == "neither":
+            what = (f"neither best@4 nor worst@4 moves by more than the near-tie threshold ({self.error:.4f}), so no "
+                    "mechanism can be named")
+            gains = f"{gain_best:+.4f} and {gain_worst:+.4f}"
+        else:
+            what = ("sharpening dominates: worst@4 (all 4 samples correct) gains more than best@4"
+                    if self.mechanism == "sharpening" else
+                    "coverage dominates: best@4 (at least 1 of 4 correct) gains more than worst@4")
+            gains = (f"{gain_worst:+.3f} vs {gain_best:+.3f}" if self.mechanism == "sharpening" else
+                     f"{gain_best:+.3f} vs {gain_worst:+.3f}")  # in the order the sentence names them
         runner = self.ranked[1] if len(self.ranked) > 1 else None
         tie = ""
         if self.ensemble is not None:
@@ -491,11 +496,12 @@ def _plan_of(curves: pd.DataFrame, values: np.ndarray, metric: str, shown: list[
     base_metrics = {m: float(step0[m]) for m in shown}
     same_bp = [c for c in ranked if c.b_problem == best.b_problem]
     gain = {m: best.predicted[m] - base_metrics[m] for m in ("best@4", "worst@4")}
+    threshold = ranking_error(metric, model).threshold
     return Plan(
         metric=metric, budget=float(budget), b_max=int(b_max), problems=len(values), base=base_metrics,
         ranked=tuple(ranked), n_star_curve=n_star(curves, metric, grid=_grid(curves, budget), hold=True),
         zero_signal_start=zero_signal_share(values, best.n),
-        mechanism="sharpening" if gain["worst@4"] > gain["best@4"] else "coverage",
+        mechanism=dominant_mechanism(gain["best@4"], gain["worst@4"], threshold),
         n_star_best4=best_key({c.n: c.predicted["best@4"] for c in same_bp}),
         n_star_worst4=best_key({c.n: c.predicted["worst@4"] for c in same_bp}), model=model,
     )
@@ -514,6 +520,15 @@ def _verify(p: Plan, base: SimConfig, pop: Population, seeds: int, seed: int) ->
                                                                    seed)])) for c in p.ranked[:3]]
     holds = int(np.argmax(sims)) == 0
     return replace(p, verification=Verification(seeds, tuple(sims), holds))
+
+
+def dominant_mechanism(gain_best: float, gain_worst: float, threshold: float) -> str:
+    """``sharpening`` when worst@4 (all of 4 samples correct) gains more than best@4 (at least one
+    of 4), ``coverage`` otherwise; ``neither`` when neither gain exceeds ``threshold`` in size (the
+    plan's near-tie threshold: a change the mean field cannot tell from none)."""
+    if max(abs(gain_best), abs(gain_worst)) <= threshold:
+        return "neither"
+    return "sharpening" if gain_worst > gain_best else "coverage"
 
 
 def zero_signal_share(values, n: int) -> float:

@@ -65,11 +65,12 @@ def _curve(job, alloc) -> pd.DataFrame:
 def _warm(job) -> None:
     """Run a short mean field once per process, two steps past the warm-up (the policy-change
     bound starts after it): its kernels are then loaded (from Numba's cache, about 0.3 s) before
-    any worker forks, instead of once in every worker."""
+    any worker forks, instead of once in every worker. It uses n = 2 and B_problem = 1, which
+    every training set allows."""
     global _WARM
     if not _WARM:
         base, _, pop, options = job
-        _curve((base, 4.0 * (base.algo.warmup + 2), pop, options), (2, 2))
+        _curve((base, 2.0 * (base.algo.warmup + 2), pop, options), (2, 1))
         _WARM = True
 
 
