@@ -178,6 +178,7 @@ def test_bad_b_max_through_the_api():
     ("pass_rate\n0.3\n1.3\n", ["--budget", "1e5", "--b-max", "64"]),
     ("pass_rate\n0.3\n0.5\n", ["--budget", "1", "--b-max", "64"]),
     ("pass_rate\n0.3\n0.5\n", ["--budget", "1e5", "--b-max", "1"]),
+    ("pass_rate\n0.3\n0.5\n", ["--budget", "1e5", "--b-max", "64", "--representatives", "1"]),
 ])
 def test_bad_input_through_the_real_cli(tmp_path, content, argv):
     """One line on stderr, exit code 2 (needs "plan" in isosim.cli.SUBCOMMANDS)."""
@@ -211,6 +212,44 @@ def test_the_warm_up_runs_on_a_one_problem_set(monkeypatch):
     monkeypatch.setattr(predict_module, "_WARM", False)
     predict_module._warm((base, 1e3, pop, {k: v for k, v in opts.items() if k != "threads"}))
     assert predict_module._WARM
+
+
+def test_the_number_of_representatives_is_the_users_choice():
+    """``representatives`` sets the mean field's training rows (all problems when there are fewer),
+    and the plan reports how many it used."""
+    values = np.random.default_rng(5).uniform(0.3, 0.6, 500)
+    pop, _, opts = mean_field_setup(values, rows=64)
+    assert len(pop.train) == 64 and opts["train_size"] == 500
+    np.testing.assert_allclose(pop.train.base_pass, representatives(values, 64), atol=1e-7)
+    p = plan(values, 2e4, 256, representatives=64)
+    assert p.representatives == 64 and p.to_json()["representatives"] == 64
+    assert plan(values[:40], 2e4, 256, representatives=64).representatives == 40
+    assert plan(values, 2e4, 256).representatives == MAX_TRAIN
+    with pytest.raises(IsosimInputError, match="representatives"):
+        plan(values, 2e4, 256, representatives=1)
+
+
+def test_the_large_histogram_measurement_resumes_from_its_journal(tmp_path, monkeypatch):
+    """docs/planner_large_histograms.py journals one line per simulated run; a rerun simulates
+    only what the journal lacks (here nothing) and reads the rest back in the order of its jobs."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("planner_large_histograms",
+                                                  ROOT / "docs" / "planner_large_histograms.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    budget, problems = 1e4, 300
+    jobs = [(band, budget, seed, n, bp, problems) for band in mod.BANDS for seed in (0, 1)
+            for n, bp in allocations_stage1(problems, budget, mod.B_MAX)[1]]
+    journal = tmp_path / "j.jsonl"
+    journal.write_text("".join(json.dumps({"key": mod._key(*j), "n": j[3]}) + "\n" for j in reversed(jobs)))
+
+    def no_simulation(job):
+        raise AssertionError(f"simulated {job} although the journal has it")
+
+    monkeypatch.setattr(mod, "_simulate", no_simulation)
+    recs = mod.simulate_all(journal, budget, (0, 1), 1, problems)
+    assert [r["key"] for r in recs] == [mod._key(*j) for j in jobs]
 
 
 def test_no_mechanism_is_named_when_nothing_moves():

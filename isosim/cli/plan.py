@@ -39,6 +39,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="with --model-config: plan with its best fit alone, without integrating every n once per "
                         "ensemble member (a plan with the defaults' speed; its confidence then comes from the "
                         "ranking error measured on the default knobs, as without a model config)")
+    p.add_argument("--representatives", type=int_range(2), default=None, metavar="K",
+                   help="training rows of the mean field, pass-rate quantile representatives of your problems "
+                        "(default: 256). More follow the simulator on all problems more closely on a large "
+                        "histogram, at a cost about in proportion")
     p.add_argument("--verify", action="store_true", help="simulate the three best allocations (2 seeds each)")
     p.add_argument("--seeds", type=positive_int, default=2, help="seeds per allocation with --verify (default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -47,7 +51,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..plan.planner import plan
+    from ..plan.planner import MAX_TRAIN, plan
     from ..sim.population import load_pass_rates
 
     if args.seeds < 1:
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         ensemble = None if args.no_ensemble else mc.members()[1:]
     values = load_pass_rates(args.pass_rates)
     result = plan(values, args.budget, args.b_max, args.metric, model, algo, verify=args.verify, seeds=args.seeds,
-                  ensemble=ensemble)
+                  ensemble=ensemble, representatives=args.representatives or MAX_TRAIN)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -3,9 +3,9 @@
 
 Allocations are powers of two with ``n >= 2``, ``n * B_problem <= B_max``,
 ``B_problem <= D`` and ``M = floor(C / (n * B_problem)) >= 1``. The mean field runs on
-:data:`MAX_TRAIN` pass-rate quantile representatives of the D problems that stand for all of
-them (:func:`representatives`, :func:`mean_field_setup`), so a plan's cost does not grow with
-D; ``verify`` simulates every problem. The search runs the mean
+:data:`MAX_TRAIN` (or ``representatives``) pass-rate quantile representatives of the D problems
+that stand for all of them (:func:`representatives`, :func:`mean_field_setup`), so a plan's cost
+does not grow with D; ``verify`` simulates every problem. The search runs the mean
 field (:mod:`isosim.plan.meanfield`, through :func:`isosim.plan.predict.predict`) in two
 stages, as the study prescribes (tune n first, keep B_problem moderate): every n at
 ``B_problem = min(32, ...)``, then for the three best n the neighbouring B_problem (a half,
@@ -149,6 +149,9 @@ class Plan:
     #: whether the plan's model and algorithm are the package defaults, on which the ranking
     #: error was measured (another model's plan gets the measurement with that caveat)
     default_knobs: bool = True
+    #: the mean field's training rows: quantile representatives of the problems (all of them
+    #: when there are no more than asked for)
+    representatives: int = MAX_TRAIN
 
     @property
     def best(self) -> Candidate:
@@ -246,6 +249,7 @@ class Plan:
             "alternatives": [c.as_json(self.metric) for c in self.ranked[1:6]],
             "n_star_curve": curve,
             "metric": self.metric, "budget": self.budget, "b_max": self.b_max, "problems": self.problems,
+            "representatives": self.representatives,
             "base": {self.metric: self.base[self.metric]},
             "metrics": b.predicted,
             "confidence": {"level": self.confidence, "gap": _num(self.gap), "threshold": self.error,
@@ -363,9 +367,9 @@ def setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: Al
 
 
 def mean_field_setup(values, metrics=("avg@4",), model: ModelConfig | None = None, algo: AlgoConfig | None = None,
-                     seed: int = 0) -> tuple[Population, SimConfig, dict]:
-    """What the planner's mean field runs on: a population of :data:`MAX_TRAIN` training problems
-    whose base pass rates are :func:`representatives` of ``values`` (fresh generator draws, as in
+                     seed: int = 0, rows: int = MAX_TRAIN) -> tuple[Population, SimConfig, dict]:
+    """What the planner's mean field runs on: a population of ``rows`` (default :data:`MAX_TRAIN`)
+    training problems whose base pass rates are :func:`representatives` of ``values`` (fresh generator draws, as in
     :func:`setup`) and the validation problems of :func:`setup` (the same draws: its validation
     set does not depend on the training set), the base config of :func:`setup`,
     and the options of :func:`isosim.plan.predict.predict` that make those rows stand for all
@@ -374,7 +378,7 @@ def mean_field_setup(values, metrics=("avg@4",), model: ModelConfig | None = Non
     values = np.asarray(values, dtype=float).ravel()
     model = model or ModelConfig()
     ks = tuple(sorted({1, 4, *(parse_metric(m)[1] for m in metrics)}))
-    pop = population_from_pass_rates(representatives(values, MAX_TRAIN), _validation_values(values, seed),
+    pop = population_from_pass_rates(representatives(values, rows), _validation_values(values, seed),
                                      model=model, seed=seed)
     base = SimConfig(model=model, algo=algo or AlgoConfig()).replace(
         population={"train_size": len(values), "val_size": len(pop.val)}, eval={"ks": ks})
@@ -415,29 +419,33 @@ def _candidates(curves: pd.DataFrame, metrics: list[str]) -> list[Candidate]:
 
 def plan(values, budget: float, b_max: int, metric: str = "avg@4", model: ModelConfig | None = None,
          algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0,
-         ensemble=None) -> Plan:
+         ensemble=None, representatives: int = MAX_TRAIN) -> Plan:
     """Recommend ``(n, B_problem, M)`` for base pass rates ``values`` (see the module docstring)."""
-    return plans(values, budget, b_max, (metric,), model, algo, verify, seeds, seed, ensemble)[metric]
+    return plans(values, budget, b_max, (metric,), model, algo, verify, seeds, seed, ensemble, representatives)[metric]
 
 
 def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelConfig | None = None,
           algo: AlgoConfig | None = None, verify: bool = False, seeds: int = 2, seed: int = 0,
-          ensemble=None) -> dict[str, Plan]:
+          ensemble=None, representatives: int = MAX_TRAIN) -> dict[str, Plan]:
     """One :func:`plan` per metric of ``metrics``, sharing the mean-field curves: stage 1 is
     the same for every metric, stage 2 (the B_problem neighbours of the metric's three best n)
     adds only the curves not run yet, and each metric ranks exactly the candidates its own
     :func:`plan` would. ``ensemble``: further :class:`SimConfig` (their model and algo
     sections are used) whose agreement on each plan sets its confidence
-    (:func:`ensemble_agreement`)."""
+    (:func:`ensemble_agreement`). ``representatives``: the mean field's training rows
+    (:func:`mean_field_setup`); more follow the simulator on every problem more closely on a
+    large histogram, at a cost about in proportion (docs/planner.md, "Large histograms")."""
     values = np.asarray(values, dtype=float).ravel()
     metrics = list(dict.fromkeys(metrics))
     for metric in metrics:
         check_inputs(values, float(budget), b_max, metric)
     if verify and seeds < 1:
         raise IsosimInputError(f"verify needs at least one seed, got {seeds}")
+    if not (isinstance(representatives, (int, np.integer)) and representatives >= 2):
+        raise IsosimInputError(f"representatives must be an integer >= 2, got {representatives}")
     shown = list(dict.fromkeys([*metrics, "avg@4", "best@4", "worst@4"]))
     d = len(values)
-    pop, base, opts = mean_field_setup(values, metrics, model, algo, seed)
+    pop, base, opts = mean_field_setup(values, metrics, model, algo, seed, representatives)
     bp0, stage1 = allocations_stage1(d, budget, b_max)
     runs = _by_allocation(predict(base, stage1, budget, pop, **opts))
     first = _candidates(pd.concat(runs.values(), ignore_index=True), shown)
@@ -450,9 +458,11 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
             runs.update(_by_allocation(predict(base, todo, budget, pop, **opts)))
         curves = pd.concat([runs[a] for a in dict.fromkeys([*stage1, *stage2])], ignore_index=True)
         out[metric] = replace(_plan_of(curves, values, metric, shown, budget, b_max, base.model.kind),
-                              default_knobs=base.model == ModelConfig(kind=base.model.kind) and base.algo == AlgoConfig())
+                              default_knobs=base.model == ModelConfig(kind=base.model.kind) and base.algo == AlgoConfig(),
+                              representatives=len(pop.train))
         if ensemble:
-            out[metric] = ensemble_agreement(out[metric], runs, values, ensemble, base, pop, b_max, seed)
+            out[metric] = ensemble_agreement(out[metric], runs, values, ensemble, base, pop, b_max, seed,
+                                             representatives)
         if verify:  # simulated on every problem, not on the mean field's representatives
             full_pop, full_base = setup(values, metrics, model, algo, seed)
             out[metric] = _verify(out[metric], full_base, full_pop, seeds, seed)
@@ -460,7 +470,7 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
 
 
 def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: SimConfig, pop: Population,
-                       b_max: int, seed: int = 0) -> Plan:
+                       b_max: int, seed: int = 0, rows: int = MAX_TRAIN) -> Plan:
     """``p`` with the agreement of ``base`` (on ``pop``) and the ``ensemble`` configs on it: for
     each, the mean-field curve of every n of stage 1 (powers of two from 2, ``n * B_problem
     <= B_max``, within the budget) at the chosen B_problem, to the budget; its n* at the budget
@@ -474,7 +484,7 @@ def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: 
     have = {**runs, **(_by_allocation(predict(base, todo, p.budget, pop, **opts)) if todo else {})}
     per = [pd.concat([have[a] for a in allocs], ignore_index=True)]
     for member in ensemble:
-        m_pop, m_base, _ = mean_field_setup(values, (p.metric,), member.model, member.algo, seed)
+        m_pop, m_base, _ = mean_field_setup(values, (p.metric,), member.model, member.algo, seed, rows)
         per.append(predict(m_base, allocs, p.budget, m_pop, **opts))
     table = np.array([n_star(c, p.metric, grid=grid, hold=True).set_index("compute")["n"].reindex(grid)
                       .to_numpy(float) for c in per])
