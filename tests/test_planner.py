@@ -27,6 +27,7 @@ from isosim.plan.planner import (
     plan,
     plans,
     representatives,
+    verified_ranking,
     zero_signal_share,
 )
 
@@ -151,8 +152,35 @@ def test_verify_reports_the_simulated_ranking():
     p = plan(values, 2e4, 256, verify=True, seeds=1)
     v = p.verification
     assert v is not None and v.seeds == 1 and len(v.simulated) == min(3, len(p.ranked))
-    assert v.ranking_holds == (int(np.argmax(v.simulated)) == 0)
-    assert p.to_json()["verify"]["ranking_holds"] == v.ranking_holds
+    assert v.ranking == "inconclusive" and not v.ranking_holds  # one seed: no estimate of the noise
+    out = p.to_json()["verify"]
+    assert out["ranking"] == "inconclusive" and out["ranking_holds"] is False
+    assert out["lead"] == pytest.approx([v.simulated[0] - x for x in v.simulated[1:]])
+    assert out["lead_se"] == [None] * (len(v.simulated) - 1)
+    p2 = plan(values, 2e4, 256, verify=True, seeds=3)
+    w = p2.verification
+    assert w.ranking == verified_ranking_of(w)
+
+
+def verified_ranking_of(v) -> str:
+    """The verdict :func:`verified_ranking` gives for a verification's leads and standard errors."""
+    lead, se = np.array(v.lead), np.array(v.lead_se)
+    return "fails" if np.any(lead < -se) else "holds" if np.all(lead > se) else "inconclusive"
+
+
+def test_the_simulated_ranking_is_judged_against_the_seeds_noise():
+    """A lead counts only beyond the standard error of the paired difference over the seeds."""
+    clear = np.array([[0.50, 0.52, 0.54], [0.40, 0.42, 0.44], [0.30, 0.33, 0.34]])
+    verdict, lead, se = verified_ranking(clear)
+    assert verdict == "holds"
+    np.testing.assert_allclose(lead, [0.10, 0.19667], atol=1e-5)
+    np.testing.assert_allclose(se, [0.0, np.std([0.20, 0.19, 0.20], ddof=1) / np.sqrt(3)], atol=1e-12)
+    noisy = np.array([[0.50, 0.40, 0.60], [0.49, 0.47, 0.52], [0.30, 0.30, 0.30]])
+    assert verified_ranking(noisy)[0] == "inconclusive"  # lead 0.0067, SE 0.05
+    behind = np.array([[0.40, 0.41, 0.42], [0.50, 0.52, 0.51], [0.30, 0.30, 0.30]])
+    assert verified_ranking(behind)[0] == "fails"
+    assert verified_ranking(clear[:, :1])[0] == "inconclusive"  # one seed
+    assert verified_ranking(clear[:1])[0] == "holds"  # nothing to compare with
 
 
 @pytest.mark.parametrize("content, argv, message", [

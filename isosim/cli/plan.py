@@ -111,9 +111,19 @@ def report(p, source: str = "") -> str:
     if p.verification is not None:
         v = p.verification
         sims = ", ".join(f"n={c.n}/B={c.b_problem}: {s:.4f}" for c, s in zip(p.ranked, v.simulated))
-        lines += ["", f"verify ({v.seeds} seeds each, simulated {m}): {sims}; "
-                      f"ranking {'holds' if v.ranking_holds else 'does NOT hold'}"]
+        lines += ["", f"verify ({v.seeds} seed{'s' if v.seeds != 1 else ''} each, simulated {m}): {sims}; "
+                      + _verdict(v)]
     return "\n".join(lines)
+
+
+def _verdict(v) -> str:
+    """The verification's verdict in words, with the first's leads and their standard errors."""
+    if v.seeds < 2:
+        return "ranking inconclusive (one seed: no estimate of the seeds' noise)"
+    leads = ", ".join(f"{x:+.4f} (SE {e:.4f})" for x, e in zip(v.lead, v.lead_se))
+    text = {"holds": "ranking holds", "fails": "ranking does NOT hold",
+            "inconclusive": "ranking inconclusive (a lead within the seeds' noise)"}[v.ranking]
+    return f"{text}: the first leads by {leads}" if leads else text
 
 
 def _cols(p) -> list[str]:

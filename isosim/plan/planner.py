@@ -72,14 +72,48 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Verification:
-    """Simulated final metric (mean over seeds) of the top candidates, in mean-field order."""
+    """Simulated final metric (mean over seeds) of the top candidates, in mean-field order, and
+    whether the simulation agrees that the first is best (:func:`verified_ranking`): ``lead`` and
+    ``lead_se`` are the first's mean paired lead over each other candidate (the same seeds) and
+    its standard error over the seeds (NaN with one seed)."""
 
     seeds: int
     simulated: tuple[float, ...]
-    ranking_holds: bool
+    ranking: str
+    lead: tuple[float, ...] = ()
+    lead_se: tuple[float, ...] = ()
+
+    @property
+    def ranking_holds(self) -> bool:
+        return self.ranking == "holds"
 
     def as_json(self) -> dict:
-        return {"seeds": self.seeds, "simulated": list(self.simulated), "ranking_holds": self.ranking_holds}
+        return {"seeds": self.seeds, "simulated": list(self.simulated), "ranking": self.ranking,
+                "ranking_holds": self.ranking_holds, "lead": [_num(x) for x in self.lead],
+                "lead_se": [_num(x) for x in self.lead_se]}
+
+
+def verified_ranking(values: np.ndarray) -> tuple[str, np.ndarray, np.ndarray]:
+    """Does a simulation confirm the mean field's first choice? ``values[c, s]``: candidate c's
+    simulated metric on seed s (the mean field's order, the same seeds for every candidate).
+    The first's lead over candidate j is the mean over seeds of ``values[0] - values[j]``, with
+    standard error ``sd / sqrt(seeds)`` (NaN with one seed). ``holds``: every lead exceeds its
+    standard error; ``fails``: some candidate leads the first by more than its standard error;
+    ``inconclusive`` otherwise (a lead within the seeds' noise, or one seed); with no other
+    candidate, ``holds``. Returns the verdict,
+    the leads and their standard errors."""
+    values = np.asarray(values, float)
+    k = values.shape[1]
+    diff = values[:1] - values[1:]
+    lead = diff.mean(axis=1)
+    se = diff.std(axis=1, ddof=1) / np.sqrt(k) if k > 1 else np.full(len(lead), np.nan)
+    if np.any(lead < -se):
+        verdict = "fails"
+    elif np.all(lead > se):  # also with no other candidate to compare
+        verdict = "holds"
+    else:
+        verdict = "inconclusive"
+    return verdict, lead, se
 
 
 @dataclass(frozen=True)
@@ -525,11 +559,13 @@ def _grid(curves: pd.DataFrame, budget: float) -> np.ndarray:
 
 
 def _verify(p: Plan, base: SimConfig, pop: Population, seeds: int, seed: int) -> Plan:
-    """Simulate the top three candidates with ``seeds`` seeds; does the mean-field order hold?"""
-    sims = [float(np.mean([r[p.metric] for r in simulate_candidate(base, pop, c.n, c.b_problem, p.budget, seeds,
-                                                                   seed)])) for c in p.ranked[:3]]
-    holds = int(np.argmax(sims)) == 0
-    return replace(p, verification=Verification(seeds, tuple(sims), holds))
+    """Simulate the top three candidates with ``seeds`` seeds; does the mean-field order hold
+    (:func:`verified_ranking`)?"""
+    values = np.array([[r[p.metric] for r in simulate_candidate(base, pop, c.n, c.b_problem, p.budget, seeds, seed)]
+                       for c in p.ranked[:3]])
+    verdict, lead, se = verified_ranking(values)
+    return replace(p, verification=Verification(seeds, tuple(float(x) for x in values.mean(axis=1)), verdict,
+                                                tuple(float(x) for x in lead), tuple(float(x) for x in se)))
 
 
 def dominant_mechanism(gain_best: float, gain_worst: float, threshold: float) -> str:
