@@ -23,6 +23,8 @@ from isosim.plan.planner import (
     allocations_stage2,
     binning_error,
     dominant_mechanism,
+    fall_notes,
+    falling_curves,
     mean_field_setup,
     plan,
     plans,
@@ -278,6 +280,30 @@ def test_the_large_histogram_measurement_resumes_from_its_journal(tmp_path, monk
     monkeypatch.setattr(mod, "_simulate", no_simulation)
     recs = mod.simulate_all(journal, budget, (0, 1), 1, problems)
     assert [r["key"] for r in recs] == [mod._key(*j) for j in jobs]
+
+
+def test_falling_curves_are_found_and_noted():
+    """A curve that ends more than FALL_NOTED below its peak is reported with its fall; the note
+    names the representatives when they stand for more problems, memorisation when they are the
+    problems."""
+    rows = []
+    for n, ys in ((2, [0.1, 0.2, 0.3, 0.3]), (8, [0.1, 0.3, 0.29, 0.28]), (32, [0.1, 0.2, 0.25, 0.2499])):
+        rows += [{"n": n, "B_problem": 16, "split": "val", "step": i, "avg@4": y} for i, y in enumerate(ys)]
+    rows.append({"n": 2, "B_problem": 16, "split": "train", "step": 3, "avg@4": 0.0})  # not validation
+    falls = falling_curves(pd.DataFrame(rows), "avg@4")
+    assert list(falls) == [(8, 16)] and falls[(8, 16)] == pytest.approx(0.02)
+    assert fall_notes({}, 1000, 256, "avg@4") == ()
+    (note,) = fall_notes(falls, 100_000, 256, "avg@4")
+    assert "n = 8" in note and "0.020" in note and "--representatives 1024" in note
+    (note,) = fall_notes(falls, 200, 200, "avg@4")
+    assert "memorises" in note and "--representatives" not in note
+
+
+def test_a_plan_notes_curves_that_fall_on_its_representatives():
+    values = np.random.default_rng(0).uniform(0.0, 0.0625, 20_000)
+    p = plan(values, 3e6, 4096)
+    assert p.representatives == MAX_TRAIN and len(p.notes) == 1 and "--representatives" in p.notes[0]
+    assert p.to_json()["notes"] == list(p.notes)
 
 
 def test_no_mechanism_is_named_when_nothing_moves():

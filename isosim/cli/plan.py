@@ -108,6 +108,7 @@ def report(p, source: str = "") -> str:
             extra = f"  {int(ens.curve['n_low'].iloc[i])} to {int(ens.curve['n_high'].iloc[i])}"
         lines.append(f"  {c:>10.3g} {n:>6} {bp:>9}{extra}")
     lines += ["", "reasoning: " + p.reasoning()]
+    lines += [f"note: {text}" for text in p.notes]
     if p.verification is not None:
         v = p.verification
         sims = ", ".join(f"n={c.n}/B={c.b_problem}: {s:.4f}" for c, s in zip(p.ranked, v.simulated))

@@ -49,6 +49,9 @@ MAX_TRAIN, MAX_VAL = 256, 300
 #: the hard band but raised the measured mean regret of the features model from 0.00001 to
 #: 0.0005 avg@4 (docs/planner.md), so it is not used.
 MEAN_FIELD_OPTIONS = {"train_every_step": False}
+#: a fall of a mean-field curve after its peak, in the plan's metric, above which the plan notes it
+#: (:func:`falling_curves`)
+FALL_NOTED = 0.002
 
 
 @dataclass(frozen=True)
@@ -290,7 +293,7 @@ class Plan:
                            **self._measured(), **({} if self.ensemble is None else
                                                   {"source": "ensemble", "ensemble": self.ensemble.as_json()})},
             "mechanism": self.mechanism, "zero_signal": {"start": self.zero_signal_start, "end": b.zero_signal_end},
-            "reasoning": self.reasoning(),
+            "reasoning": self.reasoning(), "notes": list(self.notes),
             "verify": None if self.verification is None else self.verification.as_json(),
         }
 
@@ -493,7 +496,8 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
         curves = pd.concat([runs[a] for a in dict.fromkeys([*stage1, *stage2])], ignore_index=True)
         out[metric] = replace(_plan_of(curves, values, metric, shown, budget, b_max, base.model.kind),
                               default_knobs=base.model == ModelConfig(kind=base.model.kind) and base.algo == AlgoConfig(),
-                              representatives=len(pop.train))
+                              representatives=len(pop.train),
+                              notes=fall_notes(falling_curves(curves, metric), d, len(pop.train), metric))
         if ensemble:
             out[metric] = ensemble_agreement(out[metric], runs, values, ensemble, base, pop, b_max, seed,
                                              representatives)
@@ -526,6 +530,36 @@ def ensemble_agreement(p: Plan, runs: dict, values: np.ndarray, ensemble, base: 
     curve = pd.DataFrame({"compute": grid, "n_low": np.fmin.reduce(table, axis=0),
                           "n_high": np.fmax.reduce(table, axis=0)})
     return replace(p, ensemble=EnsembleAgreement(tuple(int(x) for x in table[:, -1]), p.best.n, bp, curve))
+
+
+def falling_curves(curves: pd.DataFrame, metric: str, tol: float = FALL_NOTED) -> dict[tuple[int, int], float]:
+    """The allocations whose validation ``metric`` curve ends more than ``tol`` below its peak,
+    with that fall: ``{(n, B_problem): peak - final}``."""
+    v = curves[curves["split"] == "val"].sort_values("step")
+    g = v.groupby(["n", "B_problem"])[metric]
+    fall = g.max() - g.last()
+    return {(int(n), int(bp)): float(x) for (n, bp), x in fall.items() if x > tol}
+
+
+def fall_notes(falls: dict[tuple[int, int], float], problems: int, rows: int, metric: str) -> tuple[str, ...]:
+    """What a plan says of curves that fall after their peak (:func:`falling_curves`). On fewer
+    representatives than problems such a fall can be the representatives' (the shared path fits
+    what is particular to them, as it would a training set of that size; measured on 100,000
+    problems, docs/planner.md, "Large histograms"); on every problem it is the surrogate's own
+    memorisation."""
+    if not falls:
+        return ()
+    worst = max(falls.values())
+    ns = ", ".join(str(n) for n in sorted({n for n, _ in falls}))
+    head = (f"the mean field's {metric} curves of n = {ns} fall after their peak, by up to {worst:.3f}, "
+            "and each candidate is ranked at the budget")
+    if rows < problems:
+        return (f"{head}. On {rows} representatives of {problems:,} problems such a fall can come from the "
+                f"representatives, which the shared path fits as it would a set of {rows} problems (on 100,000 hard-band "
+                "problems the simulated curves kept rising where those of 256 representatives fell): --representatives "
+                f"{4 * rows} integrates more rows, closer to the simulator, at a higher cost.",)
+    return (f"{head}: the surrogate memorises the training problems and its held-out reward falls, so those runs "
+            "do best stopped before the budget.",)
 
 
 def _by_allocation(curves: pd.DataFrame) -> dict[tuple[int, int], pd.DataFrame]:
