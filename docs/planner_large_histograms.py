@@ -25,7 +25,6 @@ from isosim.experiments.executors import fork_context
 from isosim.plan import planner
 from isosim.plan.agreement import agreement
 from isosim.plan.predict import predict
-from isosim.sim.population import population_from_pass_rates
 
 HERE = Path(__file__).resolve().parent
 BANDS = ("easy", "hard")
@@ -100,11 +99,7 @@ def _sim_evaluations(recs: list[dict]) -> pd.DataFrame:
 
 
 def mean_field_curves(band: str, budget: float, rows: int, problems: int = PROBLEMS) -> pd.DataFrame:
-    values = plan_histogram(band, problems)
-    pop, base, opts = planner.mean_field_setup(values)
-    if rows != planner.MAX_TRAIN:
-        pop = population_from_pass_rates(planner.representatives(values, rows), planner._validation_values(values, 0),
-                                          model=base.model, seed=0)
+    pop, base, opts = planner.mean_field_setup(plan_histogram(band, problems), rows=rows)
     return predict(base, planner.allocations_stage1(problems, budget, B_MAX)[1], budget, pop, **opts)
 
 

@@ -306,7 +306,7 @@ def _powers(lo: int, hi: int) -> list[int]:
     return [2**k for k in range(max(0, math.ceil(math.log2(lo))), int(math.log2(hi)) + 1)] if hi >= lo else []
 
 
-def check_inputs(values: np.ndarray, budget: float, b_max: int, metric: str) -> None:
+def check_inputs(values: np.ndarray, budget: float, b_max: int, metric: str, representatives: int = MAX_TRAIN) -> None:
     """One :class:`IsosimInputError` line for each way the planner's input can be wrong."""
     parse_metric(metric)
     if values.size == 0:
@@ -315,6 +315,8 @@ def check_inputs(values: np.ndarray, budget: float, b_max: int, metric: str) -> 
         raise IsosimInputError("pass rates must be numbers in [0, 1]")
     if not (isinstance(b_max, (int, np.integer)) and b_max >= 2):
         raise IsosimInputError(f"B_max must be an integer >= 2 (n >= 2 rollouts of at least one problem), got {b_max}")
+    if not (isinstance(representatives, (int, np.integer)) and representatives >= 2):
+        raise IsosimInputError(f"representatives must be an integer >= 2, got {representatives}")
     if not math.isfinite(budget):
         raise IsosimInputError(f"budget must be a finite number of rollouts, got {budget}")
     if budget < 2:
@@ -475,11 +477,9 @@ def plans(values, budget: float, b_max: int, metrics=("avg@4",), model: ModelCon
     values = np.asarray(values, dtype=float).ravel()
     metrics = list(dict.fromkeys(metrics))
     for metric in metrics:
-        check_inputs(values, float(budget), b_max, metric)
+        check_inputs(values, float(budget), b_max, metric, representatives)
     if verify and seeds < 1:
         raise IsosimInputError(f"verify needs at least one seed, got {seeds}")
-    if not (isinstance(representatives, (int, np.integer)) and representatives >= 2):
-        raise IsosimInputError(f"representatives must be an integer >= 2, got {representatives}")
     shown = list(dict.fromkeys([*metrics, "avg@4", "best@4", "worst@4"]))
     d = len(values)
     pop, base, opts = mean_field_setup(values, metrics, model, algo, seed, representatives)
