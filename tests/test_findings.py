@@ -223,7 +223,7 @@ def test_finding_03_reads_the_split_across_b_problem(quick):
 def test_finding_04_fixed_batch_and_its_ablation(quick):
     e = _ev(quick, 4)
     assert len(e["M"]) == len(e["n_star"]) == len(e["B_problem_star"])
-    assert all(n * b == 4096 for n, b in zip(e["n_star"], e["B_problem_star"]))
+    assert all(n * b == quick[1].specs["q2-easy"].total_batch for n, b in zip(e["n_star"], e["B_problem_star"]))
     assert e["M"] == sorted(e["M"])
     # without the shared path nothing reaches held-out problems: the ablation is read on training
     assert _frozen_validation(quick[1], "q2-easy-no-interference")

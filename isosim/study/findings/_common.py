@@ -61,11 +61,16 @@ STUDY_B_MAX = {"easy": 65536, "hard": 16384}
 #: are the dearest runs of a sweep (a step costs about the same per group, and n = 2 takes four
 #: times the steps of n = 8 at a budget), and the study does not read them
 STUDY_N = tuple(2**k for k in range(3, 12))
+#: the study's fixed total batch of its Q2 sweeps (B = n * B_problem, easy)
+Q2_BATCH = 8192
+#: the n of the study's grid whose B_problem at that batch lies on the study's B_problem grid
+#: (8 ... 256: B_problem 1024 ... 32)
+Q2_N = tuple(n for n in STUDY_N if STUDY_B_PROBLEMS[0] <= Q2_BATCH // n <= STUDY_B_PROBLEMS[-1])
 
 SCALES = {
-    "full": Scale("full", STUDY_N, 2.0**23, (0, 1, 2, 3), (2, 4, 8, 16, 32, 64, 128, 256),
+    "full": Scale("full", STUDY_N, 2.0**23, (0, 1, 2, 3), Q2_N,
                   (16, 32, 64, 128, 256, 512, 1024), STUDY_B_PROBLEMS, 128, tuple(range(12)), n_below=(2, 4)),
-    "quick": Scale("quick", (8, 32, 128, 512, 2048), 2.0**22, (0, 1), (2, 8, 32, 128),
+    "quick": Scale("quick", (8, 32, 128, 512, 2048), 2.0**22, (0, 1), (8, 32, 128, 256),
                    (16, 64, 256, 1024), STUDY_B_PROBLEMS, 32, (0, 1, 2, 3), 2.0**21, n_below=(2,)),
 }
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 import pandas as pd
 
 from ...experiments.sweep import SweepSpec
-from ._common import METRIC, Finding, Results, Scale, base, evaluated, own_offsets
+from ._common import METRIC, Q2_BATCH, Finding, Results, Scale, base, evaluated, own_offsets
 
 
 def sweeps(sc: Scale) -> dict:
     return {
-        "q2-easy": SweepSpec(f"f-q2-easy-{sc.name}", "Q2", evaluated(base("easy"), False), n=sc.q2_n, total_batch=4096,
+        "q2-easy": SweepSpec(f"f-q2-easy-{sc.name}", "Q2", evaluated(base("easy"), False), n=sc.q2_n, total_batch=Q2_BATCH,
                              steps=sc.q2_steps, seeds=sc.seeds),
         "q2-easy-no-interference": SweepSpec(
             f"f-q2-easy-local-{sc.name}", "Q2", evaluated(base("easy", model={"shared": 0.0, "local": own_offsets()}), True),
             n=sc.q2_n,
-            total_batch=4096, steps=sc.q2_steps, seeds=sc.seeds),
+            total_batch=Q2_BATCH, steps=sc.q2_steps, seeds=sc.seeds),
     }
 
 

@@ -6,15 +6,17 @@ import pandas as pd
 from ._common import Finding, Results, Scale, _series, base, last_evaluations, own_offsets, q1
 
 HIST_BINS = 10
+#: the n compared: the smallest of the study's grid (8), a middle one and a large one
+HIST_N = (8, 32, 256)
 
 
 def sweeps(sc: Scale) -> dict:
     return {
-        "hist-hard": q1("hist-hard", base("hard", eval={"hist_bins": HIST_BINS}), sc, n=(4, 32, 256),
+        "hist-hard": q1("hist-hard", base("hard", eval={"hist_bins": HIST_BINS}), sc, n=HIST_N,
                         seeds=sc.seeds_many, train=True),
         "hist-hard-no-interference": q1(
             "hist-hard-local", base("hard", model={"shared": 0.0, "local": own_offsets()}, eval={"hist_bins": HIST_BINS}),
-            sc, n=(4, 32, 256), seeds=sc.seeds_many, train=True),
+            sc, n=HIST_N, seeds=sc.seeds_many, train=True),
     }
 
 
