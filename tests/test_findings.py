@@ -358,7 +358,8 @@ def test_finding_11_histograms_at_matched_compute(quick):
     assert _frozen_validation(results, "hist-hard-no-interference")
     for key in ("zero_mass", "top_mass"):
         for n, v in _by_n(e[key]).items():
-            assert 0 <= v <= 1 and _by_n(e["zero_mass"])[n] + _by_n(e["top_mass"])[n] <= 1 + 1e-9
+            # the evidence holds the shares rounded to 4 decimals: their sum may exceed 1 by two half-units
+            assert 0 <= v <= 1 and _by_n(e["zero_mass"])[n] + _by_n(e["top_mass"])[n] <= 1 + 1e-4 + 1e-12
     zero, one = _by_n(e["zero_mass"]), _by_n(e["top_mass"])
     lo, hi = min(zero), max(zero)
     assert findings[11]["holds_on_all_seeds"] == (zero[lo] > zero[hi] and one[lo] >= one[hi])
