@@ -58,10 +58,8 @@ def _simulate(job) -> dict:
     band, budget, seed, n, bp, problems = job
     pop, base = _setup(band, problems)
     cfg = base.replace(allocation={"n": n, "b_problem": bp, "budget": budget, "steps": 0}, eval={"n_evals": 16})
-    trace = simulate(cfg, seed, population=pop)
-    t = trace.table
-    t = t[(t["split"] == "val") & t["metric"].isin(METRICS)]
-    wide = t.pivot_table(index=["step", "compute_rollouts"], columns="metric", values="value").reset_index()
+    wide = simulate(cfg, seed, population=pop).wide()
+    wide = wide[wide["split"] == "val"]
     return {"key": _key(*job), "band": band, "problems": problems, "budget": budget, "seed": seed, "n": n,
             "B_problem": bp, "step": wide["step"].astype(int).tolist(),
             "compute": wide["compute_rollouts"].astype(float).tolist(), **{m: wide[m].tolist() for m in METRICS}}
